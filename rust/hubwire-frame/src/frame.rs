@@ -1,0 +1,385 @@
+//! Frames and their encoding (`spec/PROTOCOL.md` §2, §5).
+//!
+//! Every frame is a 12-byte little-endian header and a body:
+//!
+//! ```text
+//! 0..4  body_len  u32   bytes after the header
+//! 4     version   u8    1
+//! 5     type      u8    FrameType
+//! 6     flags     u8    REQUEST: bits 0-1 = Kind
+//! 7     codec     u8    Codec of the payload (REQUEST, RESPONSE, ITEM)
+//! 8..12 call_id   u32   0 for HELLO, PING, PONG; last id for GOAWAY
+//! ```
+//!
+//! The `encode_*_head` functions write a header and a body's fixed fields
+//! but not its payload, so a caller can send a large payload as a separate
+//! buffer (one `writev`, no copy).
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::{Code, Hello};
+
+/// Length of the fixed frame header.
+pub const HEADER_LEN: usize = 12;
+/// The protocol version this crate speaks.
+pub const VERSION: u8 = 1;
+/// Default `max_frame`: the largest body a peer accepts (16 MiB).
+pub const DEFAULT_MAX_FRAME: u32 = 16 * 1024 * 1024;
+
+/// The frame type byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum FrameType {
+    /// Handshake: JSON body, first frame each way.
+    Hello = 0x01,
+    /// Starts a call.
+    Request = 0x02,
+    /// Ends a call with a status.
+    Response = 0x03,
+    /// One stream element.
+    Item = 0x04,
+    /// The caller has no more stream inputs.
+    End = 0x05,
+    /// The caller abandons a call.
+    Cancel = 0x06,
+    /// Flow-control credit.
+    Credit = 0x07,
+    /// Liveness / round-trip probe.
+    Ping = 0x08,
+    /// Answer to a PING.
+    Pong = 0x09,
+    /// The sender is draining or closing.
+    Goaway = 0x0A,
+}
+
+impl FrameType {
+    /// The frame type for a wire byte, if known.
+    pub fn from_u8(b: u8) -> Option<FrameType> {
+        use FrameType::*;
+        Some(match b {
+            0x01 => Hello,
+            0x02 => Request,
+            0x03 => Response,
+            0x04 => Item,
+            0x05 => End,
+            0x06 => Cancel,
+            0x07 => Credit,
+            0x08 => Ping,
+            0x09 => Pong,
+            0x0A => Goaway,
+            _ => return None,
+        })
+    }
+
+    /// Whether `call_id` must be 0 (connection-level frames). GOAWAY is
+    /// neither: its `call_id` is the last id seen.
+    pub(crate) fn connection_level(self) -> bool {
+        matches!(self, FrameType::Hello | FrameType::Ping | FrameType::Pong)
+    }
+
+    /// Whether `call_id` must be non-zero.
+    pub(crate) fn call_level(self) -> bool {
+        !self.connection_level() && self != FrameType::Goaway
+    }
+}
+
+/// How a payload is encoded (`spec/PROTOCOL.md` §6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Codec {
+    /// The bytes themselves.
+    Raw = 0,
+    /// One MessagePack value; the default for structured data.
+    Msgpack = 1,
+    /// One UTF-8 JSON value.
+    Json = 2,
+}
+
+impl Codec {
+    /// The codec for a wire byte, if known.
+    pub fn from_u8(b: u8) -> Option<Codec> {
+        match b {
+            0 => Some(Codec::Raw),
+            1 => Some(Codec::Msgpack),
+            2 => Some(Codec::Json),
+            _ => None,
+        }
+    }
+
+    /// The name used in vectors and docs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Codec::Raw => "raw",
+            Codec::Msgpack => "msgpack",
+            Codec::Json => "json",
+        }
+    }
+}
+
+/// The kind of a call (`spec/PROTOCOL.md` §1), in REQUEST flags bits 0–1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[repr(u8)]
+pub enum Kind {
+    /// One input, one output.
+    Unary = 0,
+    /// One input, a stream of outputs.
+    ServerStream = 1,
+    /// A stream of inputs, one output.
+    ClientStream = 2,
+    /// Streams both ways.
+    Bidi = 3,
+}
+
+impl Kind {
+    /// The kind for the low two bits of REQUEST flags.
+    pub fn from_bits(flags: u8) -> Kind {
+        match flags & 0b11 {
+            0 => Kind::Unary,
+            1 => Kind::ServerStream,
+            2 => Kind::ClientStream,
+            _ => Kind::Bidi,
+        }
+    }
+
+    /// The name used in HELLO and docs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Unary => "unary",
+            Kind::ServerStream => "server_stream",
+            Kind::ClientStream => "client_stream",
+            Kind::Bidi => "bidi",
+        }
+    }
+
+    /// Whether the callee answers with ITEMs.
+    pub fn streams_out(self) -> bool {
+        matches!(self, Kind::ServerStream | Kind::Bidi)
+    }
+
+    /// Whether the caller sends ITEMs.
+    pub fn streams_in(self) -> bool {
+        matches!(self, Kind::ClientStream | Kind::Bidi)
+    }
+}
+
+/// One decoded frame. Payloads are `Bytes` slices of the read buffer: no
+/// copy between the socket and the handler.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Frame {
+    /// Handshake.
+    Hello(Box<Hello>),
+    /// Starts call `call_id`.
+    Request {
+        /// The new call's id.
+        call_id: u32,
+        /// The call kind.
+        kind: Kind,
+        /// The payload's codec, and the one wanted back.
+        codec: Codec,
+        /// Milliseconds from receipt; 0 = no deadline.
+        timeout_ms: u32,
+        /// The method name (1–255 bytes of UTF-8).
+        method: String,
+        /// The input (empty for client_stream and bidi).
+        payload: Bytes,
+    },
+    /// Ends call `call_id`.
+    Response {
+        /// The call.
+        call_id: u32,
+        /// The payload's codec.
+        codec: Codec,
+        /// The status.
+        code: Code,
+        /// Human-readable detail, empty on success.
+        message: String,
+        /// The output, or the failure value.
+        payload: Bytes,
+    },
+    /// One stream element.
+    Item {
+        /// The call.
+        call_id: u32,
+        /// The payload's codec.
+        codec: Codec,
+        /// The element.
+        payload: Bytes,
+    },
+    /// The caller's inputs are done.
+    End {
+        /// The call.
+        call_id: u32,
+    },
+    /// The caller abandons the call.
+    Cancel {
+        /// The call.
+        call_id: u32,
+    },
+    /// Grants `credit` more ITEMs on a call.
+    Credit {
+        /// The call.
+        call_id: u32,
+        /// How many more ITEMs (≥ 1).
+        credit: u32,
+    },
+    /// Probe; answer with PONG and the same bytes.
+    Ping {
+        /// Opaque bytes.
+        data: [u8; 8],
+    },
+    /// Answer to PING.
+    Pong {
+        /// The PING's bytes.
+        data: [u8; 8],
+    },
+    /// Draining (`Code::Ok`) or closing with an error.
+    Goaway {
+        /// Highest call id of the receiver the sender has seen.
+        last_id: u32,
+        /// Why.
+        code: Code,
+        /// Human-readable detail.
+        message: String,
+    },
+}
+
+impl Frame {
+    /// The frame's type.
+    pub fn frame_type(&self) -> FrameType {
+        match self {
+            Frame::Hello(_) => FrameType::Hello,
+            Frame::Request { .. } => FrameType::Request,
+            Frame::Response { .. } => FrameType::Response,
+            Frame::Item { .. } => FrameType::Item,
+            Frame::End { .. } => FrameType::End,
+            Frame::Cancel { .. } => FrameType::Cancel,
+            Frame::Credit { .. } => FrameType::Credit,
+            Frame::Ping { .. } => FrameType::Ping,
+            Frame::Pong { .. } => FrameType::Pong,
+            Frame::Goaway { .. } => FrameType::Goaway,
+        }
+    }
+
+    /// Appends the whole frame to `dst`.
+    pub fn encode(&self, dst: &mut BytesMut) {
+        match self {
+            Frame::Hello(h) => {
+                let body = h.to_json();
+                put_header(dst, FrameType::Hello, 0, 0, 0, body.len());
+                dst.put_slice(&body);
+            }
+            Frame::Request { call_id, kind, codec, timeout_ms, method, payload } => {
+                encode_request_head(dst, *call_id, *kind, *codec, *timeout_ms, method, payload.len());
+                dst.put_slice(payload);
+            }
+            Frame::Response { call_id, codec, code, message, payload } => {
+                encode_response_head(dst, *call_id, *codec, *code, message, payload.len());
+                dst.put_slice(payload);
+            }
+            Frame::Item { call_id, codec, payload } => {
+                encode_item_head(dst, *call_id, *codec, payload.len());
+                dst.put_slice(payload);
+            }
+            Frame::End { call_id } => put_header(dst, FrameType::End, 0, 0, *call_id, 0),
+            Frame::Cancel { call_id } => put_header(dst, FrameType::Cancel, 0, 0, *call_id, 0),
+            Frame::Credit { call_id, credit } => {
+                put_header(dst, FrameType::Credit, 0, 0, *call_id, 4);
+                dst.put_u32_le(*credit);
+            }
+            Frame::Ping { data } => {
+                put_header(dst, FrameType::Ping, 0, 0, 0, 8);
+                dst.put_slice(data);
+            }
+            Frame::Pong { data } => {
+                put_header(dst, FrameType::Pong, 0, 0, 0, 8);
+                dst.put_slice(data);
+            }
+            Frame::Goaway { last_id, code, message } => {
+                let message = clip_message(message);
+                put_header(dst, FrameType::Goaway, 0, 0, *last_id, 3 + message.len());
+                put_status(dst, *code, message);
+            }
+        }
+    }
+
+    /// The whole frame as a new buffer.
+    pub fn to_bytes(&self) -> Bytes {
+        let mut b = BytesMut::new();
+        self.encode(&mut b);
+        b.freeze()
+    }
+}
+
+/// Body length of a REQUEST carrying `method` and `payload_len` bytes.
+pub fn request_body_len(method: &str, payload_len: usize) -> usize {
+    5 + method.len() + payload_len
+}
+
+/// Body length of a RESPONSE carrying `message` and `payload_len` bytes.
+pub fn response_body_len(message: &str, payload_len: usize) -> usize {
+    3 + clip_message(message).len() + payload_len
+}
+
+/// Writes a REQUEST header and fixed fields; the caller appends the
+/// `payload_len` payload bytes. `method` must be 1–255 bytes.
+pub fn encode_request_head(
+    dst: &mut BytesMut,
+    call_id: u32,
+    kind: Kind,
+    codec: Codec,
+    timeout_ms: u32,
+    method: &str,
+    payload_len: usize,
+) {
+    debug_assert!(!method.is_empty() && method.len() <= 255);
+    let body = request_body_len(method, payload_len);
+    put_header(dst, FrameType::Request, kind as u8, codec as u8, call_id, body);
+    dst.put_u32_le(timeout_ms);
+    dst.put_u8(method.len() as u8);
+    dst.put_slice(method.as_bytes());
+}
+
+/// Writes a RESPONSE header and status; the caller appends the payload.
+pub fn encode_response_head(
+    dst: &mut BytesMut,
+    call_id: u32,
+    codec: Codec,
+    code: Code,
+    message: &str,
+    payload_len: usize,
+) {
+    let message = clip_message(message);
+    put_header(dst, FrameType::Response, 0, codec as u8, call_id, 3 + message.len() + payload_len);
+    put_status(dst, code, message);
+}
+
+/// Writes an ITEM header; the caller appends the payload.
+pub fn encode_item_head(dst: &mut BytesMut, call_id: u32, codec: Codec, payload_len: usize) {
+    put_header(dst, FrameType::Item, 0, codec as u8, call_id, payload_len);
+}
+
+fn put_header(dst: &mut BytesMut, ty: FrameType, flags: u8, codec: u8, call_id: u32, body_len: usize) {
+    dst.reserve(HEADER_LEN + body_len.min(64 * 1024));
+    dst.put_u32_le(body_len as u32);
+    dst.put_slice(&[VERSION, ty as u8, flags, codec]);
+    dst.put_u32_le(call_id);
+}
+
+fn put_status(dst: &mut BytesMut, code: Code, message: &str) {
+    dst.put_u8(code as u8);
+    dst.put_u16_le(message.len() as u16);
+    dst.put_slice(message.as_bytes());
+}
+
+/// Messages are at most 65535 bytes; longer ones are cut on a char boundary.
+fn clip_message(message: &str) -> &str {
+    if message.len() <= u16::MAX as usize {
+        return message;
+    }
+    let mut end = u16::MAX as usize;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    &message[..end]
+}

@@ -1,0 +1,147 @@
+//! The handshake (`spec/PROTOCOL.md` §4): the HELLO body and version
+//! negotiation. The body is JSON so that a human can read it in a capture
+//! and any language can parse it with what it already has.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{Code, FrameError, Kind, DEFAULT_MAX_FRAME};
+
+/// Default `window`: initial credit per stream.
+pub const DEFAULT_WINDOW: u32 = 64;
+/// Default `max_calls`: concurrent calls accepted as callee.
+pub const DEFAULT_MAX_CALLS: u32 = 4096;
+/// The smallest `max_frame` a peer may declare.
+pub const MIN_MAX_FRAME: u32 = 4096;
+
+/// Who a peer is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerInfo {
+    /// Name for logs and listings.
+    pub name: String,
+    /// Implementation language (`rust`, `go`, `ts`, `python`, …).
+    pub lang: String,
+    /// Implementation version.
+    pub version: String,
+}
+
+/// One method a peer offers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MethodInfo {
+    /// The name REQUESTs use.
+    pub name: String,
+    /// The call kind.
+    pub kind: Kind,
+    /// JSON Schema of the input.
+    #[serde(default = "empty_schema")]
+    pub input: Value,
+    /// JSON Schema of the output.
+    #[serde(default = "empty_schema")]
+    pub output: Value,
+    /// JSON Schema of the method's failure values, if it declares any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors: Option<Value>,
+}
+
+fn empty_schema() -> Value {
+    Value::Object(Default::default())
+}
+
+/// The HELLO body.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    /// Protocol versions the sender speaks.
+    pub versions: Vec<u32>,
+    /// Who the sender is.
+    pub peer: PeerInfo,
+    /// Largest frame body the sender accepts.
+    #[serde(default = "default_max_frame")]
+    pub max_frame: u32,
+    /// Initial credit per stream the sender receives.
+    #[serde(default = "default_window")]
+    pub window: u32,
+    /// Concurrent calls the sender accepts as callee.
+    #[serde(default = "default_max_calls")]
+    pub max_calls: u32,
+    /// Methods the sender offers.
+    #[serde(default)]
+    pub methods: Vec<MethodInfo>,
+}
+
+fn default_max_frame() -> u32 {
+    DEFAULT_MAX_FRAME
+}
+fn default_window() -> u32 {
+    DEFAULT_WINDOW
+}
+fn default_max_calls() -> u32 {
+    DEFAULT_MAX_CALLS
+}
+
+impl Hello {
+    /// A HELLO for version 1 with default limits and no methods.
+    pub fn new(peer: PeerInfo) -> Hello {
+        Hello {
+            versions: vec![crate::VERSION as u32],
+            peer,
+            max_frame: DEFAULT_MAX_FRAME,
+            window: DEFAULT_WINDOW,
+            max_calls: DEFAULT_MAX_CALLS,
+            methods: Vec::new(),
+        }
+    }
+
+    /// The JSON body.
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a Hello always serializes")
+    }
+
+    /// Parses and validates a HELLO body.
+    pub fn from_json(body: &[u8]) -> Result<Hello, FrameError> {
+        let hello: Hello = serde_json::from_slice(body)
+            .map_err(|e| FrameError::protocol(format!("invalid HELLO body: {e}")))?;
+        hello.validate()?;
+        Ok(hello)
+    }
+
+    fn validate(&self) -> Result<(), FrameError> {
+        let bad = |m: String| Err(FrameError::protocol(format!("invalid HELLO body: {m}")));
+        if self.versions.is_empty() || self.versions.contains(&0) {
+            return bad(format!("versions must be a non-empty list of integers >= 1, got {:?}", self.versions));
+        }
+        if self.max_frame < MIN_MAX_FRAME {
+            return bad(format!("max_frame {} is below the minimum {MIN_MAX_FRAME}", self.max_frame));
+        }
+        if self.window == 0 {
+            return bad("window must be >= 1".into());
+        }
+        if self.max_calls == 0 {
+            return bad("max_calls must be >= 1".into());
+        }
+        for m in &self.methods {
+            if m.name.is_empty() || m.name.len() > 255 {
+                return bad(format!("method name must be 1-255 bytes, got {} bytes", m.name.len()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The method called `name`, if offered.
+    pub fn method(&self, name: &str) -> Option<&MethodInfo> {
+        self.methods.iter().find(|m| m.name == name)
+    }
+}
+
+/// The highest version in both lists (`spec/PROTOCOL.md` §4.2).
+pub fn negotiate(ours: &[u32], theirs: &[u32]) -> Result<u32, FrameError> {
+    ours.iter()
+        .filter(|v| theirs.contains(v))
+        .max()
+        .copied()
+        .ok_or_else(|| {
+            FrameError::new(
+                Code::UnsupportedVersion,
+                format!("no common protocol version: we speak {ours:?}, peer speaks {theirs:?}"),
+            )
+        })
+}

@@ -1,0 +1,216 @@
+//! Calling a peer's methods: unary (typed or raw), server streams, client
+//! streams and bidirectional streams. Dropping a call's future or handles
+//! before it finishes cancels it (the peer receives CANCEL).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use hubwire_frame::Kind;
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+use crate::calls::{OutCall, OutSink};
+use crate::codec::{Codec, Message, Payload, Raw};
+use crate::connection::Connection;
+use crate::stream::{CallGuard, ItemSink, Items, RecvWindow, StreamIn};
+use crate::{Code, Error};
+
+/// Per-call options.
+#[derive(Clone, Debug, Default)]
+pub struct CallOptions {
+    /// Fail with `deadline_exceeded` after this long; sent to the callee.
+    pub timeout: Option<Duration>,
+    /// The codec for structured payloads (MessagePack unless set).
+    pub codec: Option<Codec>,
+}
+
+impl CallOptions {
+    /// No deadline, MessagePack.
+    pub fn new() -> CallOptions {
+        CallOptions::default()
+    }
+
+    /// Sets the deadline, relative to now.
+    pub fn timeout(mut self, t: Duration) -> CallOptions {
+        self.timeout = Some(t);
+        self
+    }
+
+    /// Sets the codec for structured payloads.
+    pub fn codec(mut self, c: Codec) -> CallOptions {
+        self.codec = Some(c);
+        self
+    }
+}
+
+/// A call in flight, between registration and its end.
+struct Started {
+    guard: Arc<CallGuard>,
+    deadline: Option<Instant>,
+    _permit: OwnedSemaphorePermit,
+}
+
+/// A client stream: send inputs, then `finish` for the single output.
+pub struct ClientStream<I, O> {
+    sink: ItemSink<I>,
+    rx: oneshot::Receiver<Result<Payload, Error>>,
+    started: Started,
+    _o: std::marker::PhantomData<fn() -> O>,
+}
+
+impl<I: Message, O: Message> ClientStream<I, O> {
+    /// Sends one input.
+    pub async fn send(&self, item: &I) -> Result<(), Error> {
+        self.sink.send(item).await
+    }
+
+    /// Ends the inputs and waits for the output.
+    pub async fn finish(self) -> Result<O, Error> {
+        let ClientStream { sink, rx, started, .. } = self;
+        let _ = sink.finish();
+        let p = wait(rx, &started).await?;
+        decode_output(p)
+    }
+}
+
+impl Connection {
+    /// A unary call with typed input and output, MessagePack on the wire.
+    pub async fn call<I: Message, O: Message>(&self, method: &str, input: &I) -> Result<O, Error> {
+        self.call_with(method, input, &CallOptions::default()).await
+    }
+
+    /// A unary call with options.
+    pub async fn call_with<I: Message, O: Message>(&self, method: &str, input: &I, opts: &CallOptions) -> Result<O, Error> {
+        let codec = I::codec_for(opts.codec.unwrap_or(Codec::Msgpack));
+        let bytes = input.encode(codec).map_err(|e| Error::invalid_argument(format!("cannot encode input: {e}")))?;
+        let p = self.call_payload(method, Payload { codec, bytes }, opts).await?;
+        decode_output(p)
+    }
+
+    /// A unary call with raw bytes in and out: no serialization at all.
+    pub async fn call_raw(&self, method: &str, input: Bytes) -> Result<Bytes, Error> {
+        let p = self.call_payload(method, Payload { codec: Codec::Raw, bytes: input }, &CallOptions::default()).await?;
+        Ok(p.bytes)
+    }
+
+    /// A unary call with a payload as it goes on the wire (for routers that
+    /// do not decode, like the hub).
+    pub async fn call_payload(&self, method: &str, input: Payload, opts: &CallOptions) -> Result<Payload, Error> {
+        let (tx, rx) = oneshot::channel();
+        let sink = OutSink::Once(tx);
+        let started = self.begin(method, Kind::Unary, &input, opts, sink, None, None).await?;
+        wait(rx, &started).await
+    }
+
+    /// Calls a server-streaming method: one input, a stream of outputs.
+    pub async fn server_stream<I: Message, O: Message>(&self, method: &str, input: &I, opts: &CallOptions) -> Result<Items<O>, Error> {
+        let codec = I::codec_for(opts.codec.unwrap_or(Codec::Msgpack));
+        let bytes = input.encode(codec).map_err(|e| Error::invalid_argument(format!("cannot encode input: {e}")))?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let window = RecvWindow::new(self.inner().local.window);
+        let started = self
+            .begin(method, Kind::ServerStream, &Payload { codec, bytes }, opts, OutSink::Stream(tx), None, Some(window.clone()))
+            .await?;
+        Ok(self.items(rx, window, &started))
+    }
+
+    /// Calls a client-streaming method.
+    pub async fn client_stream<I: Message, O: Message>(&self, method: &str, opts: &CallOptions) -> Result<ClientStream<I, O>, Error> {
+        let (tx, rx) = oneshot::channel();
+        let credit = Arc::new(Semaphore::new(self.peer().window as usize));
+        let started = self.begin(method, Kind::ClientStream, &empty(opts), opts, OutSink::Once(tx), Some(credit.clone()), None).await?;
+        let sink = self.sink(opts, credit, &started);
+        Ok(ClientStream { sink, rx, started, _o: std::marker::PhantomData })
+    }
+
+    /// Calls a bidirectional method: a sink for inputs (call `finish` when
+    /// done) and a stream of outputs.
+    pub async fn bidi<I: Message, O: Message>(&self, method: &str, opts: &CallOptions) -> Result<(ItemSink<I>, Items<O>), Error> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let credit = Arc::new(Semaphore::new(self.peer().window as usize));
+        let window = RecvWindow::new(self.inner().local.window);
+        let started = self
+            .begin(method, Kind::Bidi, &empty(opts), opts, OutSink::Stream(tx), Some(credit.clone()), Some(window.clone()))
+            .await?;
+        Ok((self.sink(opts, credit, &started), self.items(rx, window, &started)))
+    }
+
+    fn items<O: Message>(&self, rx: mpsc::UnboundedReceiver<crate::calls::Event>, window: Arc<RecvWindow>, s: &Started) -> Items<O> {
+        let parts = StreamIn { rx, window };
+        Items::new(self.inner().clone(), s.guard.id, parts, s.deadline, Code::Internal, Some(s.guard.clone()))
+    }
+
+    fn sink<I: Message>(&self, opts: &CallOptions, credit: Arc<Semaphore>, s: &Started) -> ItemSink<I> {
+        let codec = opts.codec.unwrap_or(Codec::Msgpack);
+        ItemSink::new(self.inner().clone(), s.guard.id, codec, credit, s.deadline, Some(s.guard.clone()))
+    }
+
+    /// Registers a call and sends its REQUEST.
+    #[allow(clippy::too_many_arguments)]
+    async fn begin(
+        &self,
+        method: &str,
+        kind: Kind,
+        input: &Payload,
+        opts: &CallOptions,
+        sink: OutSink,
+        send_credit: Option<Arc<Semaphore>>,
+        recv: Option<Arc<RecvWindow>>,
+    ) -> Result<Started, Error> {
+        let inner = self.inner();
+        inner.request_size(method, input.bytes.len())?;
+        let deadline = opts.timeout.map(|t| Instant::now() + t);
+        // Queue locally rather than exceed the peer's max_calls.
+        let permit = match inner.gate.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => inner.gate.clone().acquire_owned().await.map_err(|_| inner.closed_error())?,
+        };
+        let id = {
+            let mut st = inner.state.lock().unwrap();
+            if let Some(e) = &st.closed {
+                return Err(e.clone());
+            }
+            if st.peer_draining {
+                return Err(Error::unavailable("peer is draining (GOAWAY); start the call elsewhere"));
+            }
+            let id = st.alloc_id();
+            st.out.insert(id, OutCall { sink, send_credit, recv });
+            id
+        };
+        let guard = Arc::new(CallGuard { conn: self.clone(), id });
+        let timeout_ms = match opts.timeout {
+            None => 0,
+            Some(t) => t.as_millis().clamp(1, u32::MAX as u128) as u32,
+        };
+        inner.send_request(id, kind, input.codec, timeout_ms, method, &input.bytes)?;
+        inner.kick();
+        Ok(Started { guard, deadline, _permit: permit })
+    }
+}
+
+fn empty(opts: &CallOptions) -> Payload {
+    Payload { codec: opts.codec.unwrap_or(Codec::Msgpack), bytes: Bytes::new() }
+}
+
+/// Waits for a RESPONSE, honouring the deadline. On the deadline, the
+/// guard's drop sends CANCEL.
+async fn wait(rx: oneshot::Receiver<Result<Payload, Error>>, s: &Started) -> Result<Payload, Error> {
+    let r = match s.deadline {
+        None => rx.await,
+        Some(d) => match tokio::time::timeout_at(d, rx).await {
+            Ok(r) => r,
+            Err(_) => return Err(Error::new(Code::DeadlineExceeded, "deadline exceeded waiting for the response")),
+        },
+    };
+    r.unwrap_or_else(|_| Err(s.guard.conn.inner().closed_error()))
+}
+
+fn decode_output<O: Message>(p: Payload) -> Result<O, Error> {
+    O::decode(p).map_err(|m| Error::new(Code::Internal, format!("cannot decode the response: {m}")))
+}
+
+/// Convenience: `Raw` from anything that becomes `Bytes`.
+pub fn raw(b: impl Into<Bytes>) -> Raw {
+    Raw(b.into())
+}

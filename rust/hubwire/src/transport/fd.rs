@@ -1,0 +1,104 @@
+//! The transport over a connected stream socket: Unix, TCP, or the
+//! socketpair of a child process. Registered with tokio's reactor through
+//! `AsyncFd`, but read and written with plain `recv`/`sendmsg` calls on the
+//! non-blocking descriptor, so that `try_read` really asks the kernel each
+//! time (the spinning wait mode depends on that) and large payloads leave in
+//! one vectored call without being copied together first.
+
+use std::io::{self, IoSlice};
+use std::os::fd::{AsRawFd, RawFd};
+use std::task::{ready, Context, Poll};
+
+use bytes::{BufMut, BytesMut};
+use tokio::io::unix::AsyncFd;
+
+use super::Transport;
+
+/// A transport over any connected, non-blocking stream socket.
+pub struct FdTransport<S: AsRawFd + Send + Sync + 'static> {
+    io: AsyncFd<S>,
+    label: String,
+}
+
+impl<S: AsRawFd + Send + Sync + 'static> FdTransport<S> {
+    /// Wraps a connected socket, which must already be non-blocking.
+    /// Must be called inside a tokio runtime.
+    pub fn new(socket: S, label: String) -> io::Result<Self> {
+        // SAFETY: we own `socket`, so its descriptor stays open and is not
+        // registered elsewhere for as long as the AsyncFd lives.
+        let io = unsafe { AsyncFd::register(socket) }.map_err(io::Error::from)?;
+        Ok(FdTransport { io, label })
+    }
+
+    /// The wrapped socket.
+    pub fn get_ref(&self) -> &S {
+        self.io.get_ref()
+    }
+}
+
+fn recv(fd: RawFd, buf: &mut BytesMut) -> io::Result<usize> {
+    let spare = buf.chunk_mut();
+    let len = spare.len();
+    // SAFETY: the kernel writes at most `len` bytes into the spare
+    // capacity; we then mark exactly that many as initialised.
+    let n = unsafe { libc::recv(fd, spare.as_mut_ptr() as *mut libc::c_void, len, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    unsafe { buf.advance_mut(n as usize) };
+    Ok(n as usize)
+}
+
+fn send(fd: RawFd, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+    // SAFETY: IoSlice is ABI-compatible with iovec; msghdr is zeroed and
+    // only points at `bufs` for the duration of the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = bufs.len().min(libc::UIO_MAXIOV as usize) as _;
+    // MSG_NOSIGNAL: a peer that went away is an EPIPE error, never SIGPIPE.
+    let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+impl<S: AsRawFd + Send + Sync + 'static> Transport for FdTransport<S> {
+    fn try_read(&self, buf: &mut BytesMut) -> io::Result<usize> {
+        recv(self.io.as_raw_fd(), buf)
+    }
+
+    fn poll_read(&self, cx: &mut Context<'_>, buf: &mut BytesMut) -> Poll<io::Result<usize>> {
+        loop {
+            let mut guard = ready!(self.io.poll_read_ready(cx))?;
+            // try_io clears the cached readiness on WouldBlock, so the next
+            // poll registers with the reactor instead of spinning.
+            if let Ok(r) = guard.try_io(|io| recv(io.as_raw_fd(), buf)) {
+                return Poll::Ready(r);
+            }
+        }
+    }
+
+    fn try_write(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        send(self.io.as_raw_fd(), bufs)
+    }
+
+    fn poll_write(&self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        loop {
+            let mut guard = ready!(self.io.poll_write_ready(cx))?;
+            if let Ok(r) = guard.try_io(|io| send(io.as_raw_fd(), bufs)) {
+                return Poll::Ready(r);
+            }
+        }
+    }
+
+    fn shutdown(&self) {
+        // SAFETY: shutdown on a descriptor we own; errors (already closed,
+        // not connected) are of no interest here.
+        unsafe { libc::shutdown(self.io.as_raw_fd(), libc::SHUT_RDWR) };
+    }
+
+    fn describe(&self) -> String {
+        self.label.clone()
+    }
+}

@@ -1,0 +1,72 @@
+//! Transports move bytes and nothing else, behind one small trait.
+//!
+//! A [`Transport`] is one side of a reliable, ordered, bidirectional byte
+//! stream. The connection layer does all framing, multiplexing and waiting
+//! policy on top; a transport offers two ways to read and to write: a
+//! `try_` call that never blocks and never registers interest (so the
+//! low-latency waiting mode can spin on it), and a `poll_` call that
+//! registers the task's waker when nothing can be done now.
+//!
+//! | module | reaches | in-memory twin |
+//! |---|---|---|
+//! | [`memory`] | the same process | itself |
+//! | [`child`] | a child process, over a socketpair on fd 3 | [`memory`] |
+//! | [`unix`] | a Unix socket path | [`memory`] |
+//! | [`tcp`] | `host:port` | [`memory`] |
+//!
+//! [`fd`] is the one implementation behind `child`, `unix` and `tcp`.
+
+pub mod child;
+pub mod fd;
+pub mod memory;
+pub mod tcp;
+pub mod unix;
+
+use std::io::{self, IoSlice};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::BytesMut;
+
+/// One side of a byte stream. Methods take `&self`: one task reads while
+/// others write.
+pub trait Transport: Send + Sync + 'static {
+    /// Reads into the spare capacity of `buf` (appending) without waiting.
+    /// `Ok(0)` is end of stream; `WouldBlock` means nothing is there now.
+    /// The caller guarantees spare capacity.
+    fn try_read(&self, buf: &mut BytesMut) -> io::Result<usize>;
+
+    /// Like `try_read`, but on `WouldBlock` registers the waker and returns
+    /// `Pending`.
+    fn poll_read(&self, cx: &mut Context<'_>, buf: &mut BytesMut) -> Poll<io::Result<usize>>;
+
+    /// Writes some prefix of `bufs` without waiting.
+    fn try_write(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize>;
+
+    /// Like `try_write`, but on `WouldBlock` registers the waker and
+    /// returns `Pending`.
+    fn poll_write(&self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>>;
+
+    /// Closes both directions: the peer reads end of stream.
+    fn shutdown(&self);
+
+    /// A short description for logs and error messages (`unix:/tmp/x.sock`).
+    fn describe(&self) -> String;
+}
+
+/// A shared, type-erased transport.
+pub type DynTransport = Arc<dyn Transport>;
+
+/// Something that hands out connected transports: a listening socket.
+pub trait Listener: Send + Sync + 'static {
+    /// Waits for the next incoming connection.
+    fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<DynTransport>>;
+
+    /// Where it listens, for logs.
+    fn describe(&self) -> String;
+}
+
+/// Waits for the next incoming connection on `listener`.
+pub async fn accept(listener: &dyn Listener) -> io::Result<DynTransport> {
+    std::future::poll_fn(|cx| listener.poll_accept(cx)).await
+}
