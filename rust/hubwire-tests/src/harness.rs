@@ -1,0 +1,121 @@
+//! Connects a client to the behaviour provider over one transport. Every
+//! transport gets the same cases; a case only sees a [`Harness`].
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hubwire::transport::{self, child, memory, tcp, unix};
+use hubwire::{Config, Connection, WaitMode};
+
+/// Which transport (and waiting mode) a harness uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Setup {
+    /// In-memory pair, provider in this process.
+    Memory,
+    /// Unix socket, provider in this process, efficient waiting.
+    Unix,
+    /// Unix socket, both sides in low-latency (spinning) mode.
+    UnixLowLatency,
+    /// TCP on loopback, provider in this process.
+    Tcp,
+    /// The provider as a child process on a socketpair.
+    Child,
+}
+
+/// The provider's side, kept so a case can kill it.
+enum Peer {
+    InProcess(Option<Connection>),
+    Child(tokio::process::Child),
+}
+
+/// A client connected to the behaviour provider.
+pub struct Harness {
+    /// The client side.
+    pub client: Connection,
+    peer: Peer,
+    /// Lines the child printed on stdout/stderr: (stream, line).
+    pub logs: Arc<Mutex<Vec<(String, String)>>>,
+    _dir: Option<TempDir>,
+}
+
+/// A temporary directory removed on drop.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    /// A fresh directory under the system temp dir.
+    pub fn new(tag: &str) -> TempDir {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("hubwire-{tag}-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl Harness {
+    /// Connects a client over `setup`. `child_bin` is the path of the
+    /// `behaviour-provider` binary (only used by [`Setup::Child`]).
+    pub async fn new(setup: Setup, child_bin: &str) -> Harness {
+        let wait = if setup == Setup::UnixLowLatency { WaitMode::low_latency() } else { WaitMode::Efficient };
+        let client_cfg = Config::new("behaviour-client").wait(wait);
+        let server_cfg = crate::provider_config().wait(wait).provider(crate::provider());
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let (client, peer, dir) = match setup {
+            Setup::Memory => {
+                let (a, b) = memory::pair();
+                let (c, s) = tokio::join!(Connection::dial(a, &client_cfg), Connection::accept(b, &server_cfg));
+                (c.unwrap(), Peer::InProcess(Some(s.unwrap())), None)
+            }
+            Setup::Unix | Setup::UnixLowLatency => {
+                let dir = TempDir::new("unix");
+                let path = dir.0.join("p.sock");
+                let listener = unix::UnixListener::bind(&path).unwrap();
+                let (c, s) = tokio::join!(
+                    async { Connection::dial(unix::connect(&path).await.unwrap(), &client_cfg).await },
+                    async { Connection::start(transport::accept(&listener).await.unwrap(), &server_cfg, false).await }
+                );
+                (c.unwrap(), Peer::InProcess(Some(s.unwrap())), Some(dir))
+            }
+            Setup::Tcp => {
+                let listener = tcp::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let addr = listener.local_addr().unwrap();
+                let (c, s) = tokio::join!(
+                    async { Connection::dial(tcp::connect(addr).await.unwrap(), &client_cfg).await },
+                    async { Connection::start(transport::accept(&listener).await.unwrap(), &server_cfg, false).await }
+                );
+                (c.unwrap(), Peer::InProcess(Some(s.unwrap())), None)
+            }
+            Setup::Child => {
+                let sink_logs = logs.clone();
+                let opts = child::SpawnOptions {
+                    name: "behaviour".into(),
+                    log: Some(Arc::new(move |_name: &str, stream: &str, line: &str| {
+                        sink_logs.lock().unwrap().push((stream.to_string(), line.to_string()));
+                    })),
+                };
+                let (t, proc_) = child::spawn(tokio::process::Command::new(child_bin), opts).unwrap();
+                let c = Connection::dial(t, &client_cfg).await.unwrap();
+                (c, Peer::Child(proc_), None)
+            }
+        };
+        Harness { client, peer, logs, _dir: dir }
+    }
+
+    /// Kills the provider's side abruptly: the process (child) or its
+    /// connection (in-process).
+    pub async fn kill_peer(&mut self) {
+        match &mut self.peer {
+            Peer::InProcess(conn) => drop(conn.take()),
+            Peer::Child(p) => {
+                p.start_kill().unwrap();
+                let _ = tokio::time::timeout(Duration::from_secs(5), p.wait()).await;
+            }
+        }
+    }
+}
