@@ -98,6 +98,7 @@ impl Harness {
                     log: Some(Arc::new(move |_name: &str, stream: &str, line: &str| {
                         sink_logs.lock().unwrap().push((stream.to_string(), line.to_string()));
                     })),
+                    pipe_stdin: false,
                 };
                 let (t, proc_) = child::spawn(tokio::process::Command::new(child_bin), opts).unwrap();
                 let c = Connection::dial(t, &client_cfg).await.unwrap();

@@ -67,10 +67,17 @@ impl<I: Message, O: Message> ClientStream<I, O> {
 
     /// Ends the inputs and waits for the output.
     pub async fn finish(self) -> Result<O, Error> {
+        let _ = self.sink.finish();
+        self.response().await
+    }
+
+    /// Waits for the output without ending the inputs: for methods that
+    /// answer before the caller's END (`spec/PROTOCOL.md` §5.3).
+    pub async fn response(self) -> Result<O, Error> {
         let ClientStream { sink, rx, started, .. } = self;
-        let _ = sink.finish();
-        let p = wait(rx, &started).await?;
-        decode_output(p)
+        let p = wait(rx, &started).await;
+        drop(sink);
+        decode_output(p?)
     }
 }
 

@@ -64,6 +64,21 @@ fn decode_input<I: Message>(method: &str, p: Payload) -> Result<I, Error> {
     I::decode(p).map_err(|m| Error::invalid_argument(format!("{method}: cannot decode input: {m}")))
 }
 
+/// A failure value travels in the request's codec (`spec/PROTOCOL.md`
+/// §5.3): `Error::failure` encodes MessagePack, so a JSON call gets it
+/// transcoded here.
+fn failure_in(e: Error, wanted: crate::Codec) -> Error {
+    match e.detail() {
+        Some(p) if e.code() == Code::Failure && wanted == crate::Codec::Json && p.codec == crate::Codec::Msgpack => {
+            match rmp_serde::from_slice::<Value>(&p.bytes) {
+                Ok(v) => Error::failure_with(&v, wanted),
+                Err(_) => e,
+            }
+        }
+        _ => e,
+    }
+}
+
 fn encode_output<O: Message>(out: &O, wanted: crate::Codec) -> Result<Option<Payload>, Error> {
     let codec = O::codec_for(wanted);
     out.encode(codec)
@@ -108,7 +123,7 @@ impl Provider {
                 Err(e) => return Box::pin(std::future::ready(Err(e))),
             };
             let fut = f(inv.ctx, input);
-            Box::pin(async move { encode_output(&fut.await?, wanted) })
+            Box::pin(async move { encode_output(&fut.await.map_err(|e| failure_in(e, wanted))?, wanted) })
         });
         self.add(name, Kind::Unary, I::schema(), O::schema(), handler)
     }
@@ -124,12 +139,13 @@ impl Provider {
         let method: Arc<str> = name.into();
         let handler = Box::new(move |mut inv: Invocation| -> BoxFuture {
             let sink = inv.sink::<O>();
+            let wanted = inv.input.codec;
             let input = match decode_input::<I>(&method, inv.input) {
                 Ok(i) => i,
                 Err(e) => return Box::pin(std::future::ready(Err(e))),
             };
             let fut = f(inv.ctx, input, sink);
-            Box::pin(async move { fut.await.map(|()| None) })
+            Box::pin(async move { fut.await.map(|()| None).map_err(|e| failure_in(e, wanted)) })
         });
         self.add(name, Kind::ServerStream, I::schema(), O::schema(), handler)
     }
@@ -145,7 +161,7 @@ impl Provider {
         let handler = Box::new(move |mut inv: Invocation| -> BoxFuture {
             let wanted = inv.input.codec;
             let fut = f(inv.ctx.clone(), inv.items::<I>());
-            Box::pin(async move { encode_output(&fut.await?, wanted) })
+            Box::pin(async move { encode_output(&fut.await.map_err(|e| failure_in(e, wanted))?, wanted) })
         });
         self.add(name, Kind::ClientStream, I::schema(), O::schema(), handler)
     }
@@ -160,8 +176,9 @@ impl Provider {
     {
         let handler = Box::new(move |mut inv: Invocation| -> BoxFuture {
             let (items, sink) = (inv.items::<I>(), inv.sink::<O>());
+            let wanted = inv.input.codec;
             let fut = f(inv.ctx.clone(), items, sink);
-            Box::pin(async move { fut.await.map(|()| None) })
+            Box::pin(async move { fut.await.map(|()| None).map_err(|e| failure_in(e, wanted)) })
         });
         self.add(name, Kind::Bidi, I::schema(), O::schema(), handler)
     }

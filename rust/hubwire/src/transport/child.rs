@@ -35,12 +35,16 @@ pub struct SpawnOptions {
     /// Where log lines go; `None` sends them to `tracing` at info level
     /// under the target `hubwire::child`.
     pub log: Option<LogSink>,
+    /// Give the child a pipe on stdin (left in `Child::stdin`) instead of
+    /// `/dev/null`, for parents that also drive the child by hand (the
+    /// conformance runner).
+    pub pipe_stdin: bool,
 }
 
 impl SpawnOptions {
     /// Options with a name and the default log sink.
     pub fn new(name: impl Into<String>) -> SpawnOptions {
-        SpawnOptions { name: name.into(), log: None }
+        SpawnOptions { name: name.into(), log: None, pipe_stdin: false }
     }
 }
 
@@ -51,7 +55,7 @@ pub fn spawn(mut command: Command, opts: SpawnOptions) -> io::Result<(ChildTrans
     let fd = theirs.as_raw_fd();
     command
         .env(ENV_FD, CHILD_FD.to_string())
-        .stdin(Stdio::null())
+        .stdin(if opts.pipe_stdin { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);

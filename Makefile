@@ -1,0 +1,78 @@
+# hubwire: developer entry points. `make` (or `make help`) lists them.
+#
+# Everything Rust lives in one cargo workspace rooted at rust/ (it also
+# takes in examples/rust and bench/rust). With CI=true, cargo runs with
+# --locked, so a stale rust/Cargo.lock fails instead of being rewritten.
+
+.DEFAULT_GOAL := help
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DELETE_ON_ERROR:
+
+CARGO ?= cargo
+RUST_DIR := rust
+LOCKED := $(if $(filter true 1 yes,$(CI)),--locked,)
+# Where `cargo build` puts binaries (absolute, for `make run`).
+# (A relative CARGO_TARGET_DIR is relative to rust/, where cargo runs.)
+TARGET_DIR := $(abspath $(if $(CARGO_TARGET_DIR),$(if $(filter /%,$(CARGO_TARGET_DIR)),,$(RUST_DIR)/)$(CARGO_TARGET_DIR),$(RUST_DIR)/target))
+BIN := $(TARGET_DIR)/debug
+
+.PHONY: help deps build test run bench fmt lint clean check-cargo
+
+help: ## Show this list of targets (the default)
+	@echo "Usage: make <target>   (CARGO=$(CARGO); CI=true adds --locked)"
+	@echo
+	@awk 'BEGIN { FS = ":.*## " } /^[a-zA-Z_-]+:.*## / { printf "  %-7s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
+check-cargo:
+	@if ! command -v $(CARGO) >/dev/null 2>&1; then \
+	  echo "error: '$(CARGO)' was not found on PATH." >&2; \
+	  echo "hubwire needs a Rust toolchain (rustc >= 1.80, with cargo, rustfmt and clippy)." >&2; \
+	  echo "Install it with rustup (see https://rustup.rs), open a new shell (or 'source ~/.cargo/env')," >&2; \
+	  echo "then run 'make deps' again. If cargo lives elsewhere, pass it: make deps CARGO=/path/to/cargo" >&2; \
+	  exit 1; \
+	fi
+
+deps: check-cargo ## Check the toolchain and fetch the Rust dependencies (idempotent)
+	cd $(RUST_DIR) && $(CARGO) fetch $(LOCKED)
+
+build: check-cargo ## Build every crate in the workspace (debug)
+	cd $(RUST_DIR) && $(CARGO) build --workspace $(LOCKED)
+
+test: deps ## Run every Rust test in the workspace
+	cd $(RUST_DIR) && $(CARGO) test --workspace $(LOCKED)
+
+run: build ## Run the example provider and client (the hub comes later)
+	@dir=$$(mktemp -d "$${TMPDIR:-/tmp}/hubwire-run.XXXXXX"); \
+	sock="$$dir/example.sock"; pid=""; \
+	cleanup() { \
+	  if [ -n "$$pid" ] && kill -0 "$$pid" 2>/dev/null; then kill "$$pid"; wait "$$pid" 2>/dev/null || true; fi; \
+	  rm -rf "$$dir"; \
+	}; \
+	trap cleanup EXIT; trap 'exit 130' INT TERM; \
+	echo "== example-provider --unix $$sock (in the background)"; \
+	"$(BIN)/example-provider" --unix "$$sock" & pid=$$!; \
+	for _ in $$(seq 100); do \
+	  [ -S "$$sock" ] && break; \
+	  kill -0 "$$pid" 2>/dev/null || { echo "error: example-provider exited before listening" >&2; exit 1; }; \
+	  sleep 0.1; \
+	done; \
+	[ -S "$$sock" ] || { echo "error: no socket at $$sock after 10 s" >&2; exit 1; }; \
+	echo; echo "== example-client --unix $$sock"; \
+	"$(BIN)/example-client" --unix "$$sock"; \
+	echo; echo "== example-client --spawn example-provider (a child process on a socketpair)"; \
+	"$(BIN)/example-client" --spawn "$(BIN)/example-provider"; \
+	echo; echo "== all example calls succeeded"
+
+bench: check-cargo ## Run the Rust benchmarks (crate hubwire-bench, bench/rust)
+	cd $(RUST_DIR) && $(CARGO) bench -p hubwire-bench $(LOCKED)
+
+fmt: check-cargo ## Format all Rust code in place
+	cd $(RUST_DIR) && $(CARGO) fmt --all
+
+lint: check-cargo ## Check formatting and run clippy over the workspace
+	cd $(RUST_DIR) && $(CARGO) fmt --all --check
+	cd $(RUST_DIR) && $(CARGO) clippy --workspace --all-targets $(LOCKED)
+
+clean: check-cargo ## Remove build outputs (rust/target)
+	cd $(RUST_DIR) && $(CARGO) clean
