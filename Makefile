@@ -17,12 +17,12 @@ LOCKED := $(if $(filter true 1 yes,$(CI)),--locked,)
 TARGET_DIR := $(abspath $(if $(CARGO_TARGET_DIR),$(if $(filter /%,$(CARGO_TARGET_DIR)),,$(RUST_DIR)/)$(CARGO_TARGET_DIR),$(RUST_DIR)/target))
 BIN := $(TARGET_DIR)/debug
 
-.PHONY: help deps build test run bench fmt lint clean check-cargo
+.PHONY: help deps build test conformance run bench fmt lint clean check-cargo
 
 help: ## Show this list of targets (the default)
 	@echo "Usage: make <target>   (CARGO=$(CARGO); CI=true adds --locked)"
 	@echo
-	@awk 'BEGIN { FS = ":.*## " } /^[a-zA-Z_-]+:.*## / { printf "  %-7s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@awk 'BEGIN { FS = ":.*## " } /^[a-zA-Z_-]+:.*## / { printf "  %-12s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 check-cargo:
 	@if ! command -v $(CARGO) >/dev/null 2>&1; then \
@@ -39,8 +39,16 @@ deps: check-cargo ## Check the toolchain and fetch the Rust dependencies (idempo
 build: check-cargo ## Build every crate in the workspace (debug)
 	cd $(RUST_DIR) && $(CARGO) build --workspace $(LOCKED)
 
-test: deps ## Run every Rust test in the workspace
-	cd $(RUST_DIR) && $(CARGO) test --workspace $(LOCKED)
+test: deps ## Run every test: unit, vectors, behaviour suite, bad input, conformance
+	@mkdir -p $(TARGET_DIR)
+	@set -o pipefail; { \
+	  cd $(RUST_DIR) && $(CARGO) test --workspace $(LOCKED) 2>&1 && cd .. && \
+	  $(MAKE) --no-print-directory conformance; \
+	} | tee $(TARGET_DIR)/test.log
+	@awk -f scripts/test-summary.awk $(TARGET_DIR)/test.log
+
+conformance: build ## Run the conformance suite: Rust as client and provider on every transport
+	$(BIN)/hubwire-conformance --root $(CURDIR) --lang rust --testee $(BIN)/hubwire-testee
 
 run: build ## Run the example provider and client (the hub comes later)
 	@dir=$$(mktemp -d "$${TMPDIR:-/tmp}/hubwire-run.XXXXXX"); \

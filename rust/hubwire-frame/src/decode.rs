@@ -55,10 +55,7 @@ impl Decoder {
         let call_id = u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]);
         let expected = if ty == FrameType::Hello as u8 { VERSION } else { self.version };
         if version != expected {
-            return Err(FrameError::new(
-                Code::UnsupportedVersion,
-                format!("frame version {version}, expected {expected}"),
-            ));
+            return Err(FrameError::new(Code::UnsupportedVersion, format!("frame version {version}, expected {expected}")));
         }
         if body_len > self.max_frame {
             return Err(FrameError::new(
@@ -99,14 +96,8 @@ impl Decoder {
     pub fn finish(&self, rest: &[u8]) -> Result<(), FrameError> {
         match self.check(rest)? {
             None if rest.is_empty() => Ok(()),
-            None => Err(FrameError::protocol(format!(
-                "truncated frame header: stream ended after {} of {HEADER_LEN} bytes",
-                rest.len()
-            ))),
-            Some(n) => Err(FrameError::protocol(format!(
-                "truncated frame body: stream ended after {} of {n} bytes",
-                rest.len()
-            ))),
+            None => Err(FrameError::protocol(format!("truncated frame header: stream ended after {} of {HEADER_LEN} bytes", rest.len()))),
+            Some(n) => Err(FrameError::protocol(format!("truncated frame body: stream ended after {} of {n} bytes", rest.len()))),
         }
     }
 }
@@ -143,11 +134,7 @@ fn parse_body(h: &[u8], mut body: Bytes) -> Result<Frame, FrameError> {
             let method = utf8(body.split_to(mlen), "method name")?;
             let kind = Kind::from_bits(flags);
             if kind.streams_in() && !body.is_empty() {
-                return Err(FrameError::protocol(format!(
-                    "{} Request must have an empty payload, got {} bytes",
-                    kind.name(),
-                    body.len()
-                )));
+                return Err(FrameError::protocol(format!("{} Request must have an empty payload, got {} bytes", kind.name(), body.len())));
             }
             Frame::Request { call_id, kind, codec, timeout_ms, method, payload: body }
         }
@@ -201,10 +188,7 @@ fn status(body: &mut Bytes, ty: FrameType) -> Result<(Code, String), FrameError>
     let code = Code::from_u8(raw).ok_or_else(|| FrameError::protocol(format!("{ty:?} with reserved status code {raw}")))?;
     let mlen = body.get_u16_le() as usize;
     if mlen > body.len() {
-        return Err(FrameError::protocol(format!(
-            "{ty:?} message length {mlen} exceeds the {} bytes left in the body",
-            body.len()
-        )));
+        return Err(FrameError::protocol(format!("{ty:?} message length {mlen} exceeds the {} bytes left in the body", body.len())));
     }
     let message = utf8(body.split_to(mlen), "message")?;
     Ok((code, message))

@@ -323,15 +323,7 @@ pub fn response_body_len(message: &str, payload_len: usize) -> usize {
 
 /// Writes a REQUEST header and fixed fields; the caller appends the
 /// `payload_len` payload bytes. `method` must be 1–255 bytes.
-pub fn encode_request_head(
-    dst: &mut BytesMut,
-    call_id: u32,
-    kind: Kind,
-    codec: Codec,
-    timeout_ms: u32,
-    method: &str,
-    payload_len: usize,
-) {
+pub fn encode_request_head(dst: &mut BytesMut, call_id: u32, kind: Kind, codec: Codec, timeout_ms: u32, method: &str, payload_len: usize) {
     debug_assert!(!method.is_empty() && method.len() <= 255);
     let body = request_body_len(method, payload_len);
     put_header(dst, FrameType::Request, kind as u8, codec as u8, call_id, body);
@@ -341,14 +333,7 @@ pub fn encode_request_head(
 }
 
 /// Writes a RESPONSE header and status; the caller appends the payload.
-pub fn encode_response_head(
-    dst: &mut BytesMut,
-    call_id: u32,
-    codec: Codec,
-    code: Code,
-    message: &str,
-    payload_len: usize,
-) {
+pub fn encode_response_head(dst: &mut BytesMut, call_id: u32, codec: Codec, code: Code, message: &str, payload_len: usize) {
     let message = clip_message(message);
     put_header(dst, FrameType::Response, 0, codec as u8, call_id, 3 + message.len() + payload_len);
     put_status(dst, code, message);

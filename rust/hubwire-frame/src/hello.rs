@@ -98,8 +98,7 @@ impl Hello {
 
     /// Parses and validates a HELLO body.
     pub fn from_json(body: &[u8]) -> Result<Hello, FrameError> {
-        let hello: Hello = serde_json::from_slice(body)
-            .map_err(|e| FrameError::protocol(format!("invalid HELLO body: {e}")))?;
+        let hello: Hello = serde_json::from_slice(body).map_err(|e| FrameError::protocol(format!("invalid HELLO body: {e}")))?;
         hello.validate()?;
         Ok(hello)
     }
@@ -134,14 +133,7 @@ impl Hello {
 
 /// The highest version in both lists (`spec/PROTOCOL.md` §4.2).
 pub fn negotiate(ours: &[u32], theirs: &[u32]) -> Result<u32, FrameError> {
-    ours.iter()
-        .filter(|v| theirs.contains(v))
-        .max()
-        .copied()
-        .ok_or_else(|| {
-            FrameError::new(
-                Code::UnsupportedVersion,
-                format!("no common protocol version: we speak {ours:?}, peer speaks {theirs:?}"),
-            )
-        })
+    ours.iter().filter(|v| theirs.contains(v)).max().copied().ok_or_else(|| {
+        FrameError::new(Code::UnsupportedVersion, format!("no common protocol version: we speak {ours:?}, peer speaks {theirs:?}"))
+    })
 }

@@ -34,11 +34,7 @@ fn run_cases(what: &str, cases: &[Value], check: impl Fn(&Value) -> Result<(), S
     for case in cases {
         let name = case["name"].as_str().unwrap_or("?");
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(case))).unwrap_or_else(|p| {
-            let msg = p
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
+            let msg = p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default();
             Err(format!("panicked: {msg}"))
         });
         if let Err(why) = result {
@@ -148,19 +144,15 @@ fn frame_from_json(f: &Value) -> Frame {
             message: str_of(f, "message").to_owned(),
             payload: payload(),
         },
-        "item" => {
-            Frame::Item { call_id: u32_of(f, "call_id"), codec: codec_named(str_of(f, "codec")), payload: payload() }
-        }
+        "item" => Frame::Item { call_id: u32_of(f, "call_id"), codec: codec_named(str_of(f, "codec")), payload: payload() },
         "end" => Frame::End { call_id: u32_of(f, "call_id") },
         "cancel" => Frame::Cancel { call_id: u32_of(f, "call_id") },
         "credit" => Frame::Credit { call_id: u32_of(f, "call_id"), credit: u32_of(f, "credit") },
         "ping" => Frame::Ping { data: data8(f, "data_hex") },
         "pong" => Frame::Pong { data: data8(f, "data_hex") },
-        "goaway" => Frame::Goaway {
-            last_id: u32_of(f, "last_id"),
-            code: code_named(str_of(f, "code")),
-            message: str_of(f, "message").to_owned(),
-        },
+        "goaway" => {
+            Frame::Goaway { last_id: u32_of(f, "last_id"), code: code_named(str_of(f, "code")), message: str_of(f, "message").to_owned() }
+        }
         other => panic!("unknown frame type {other:?}"),
     }
 }
@@ -255,8 +247,7 @@ fn check_frame_case(case: &Value) -> Result<(), String> {
 fn frames() {
     let doc = load("frames.json");
     let cases = cases(&doc, "cases");
-    let types: std::collections::BTreeSet<&str> =
-        cases.iter().map(|c| c["frame"]["type"].as_str().unwrap_or("?")).collect();
+    let types: std::collections::BTreeSet<&str> = cases.iter().map(|c| c["frame"]["type"].as_str().unwrap_or("?")).collect();
     for t in ["hello", "request", "response", "item", "end", "cancel", "credit", "ping", "pong", "goaway"] {
         assert!(types.contains(t), "frames.json has no {t} case");
     }
@@ -314,9 +305,8 @@ fn frames_concatenated() {
 
 fn check_reject_case(case: &Value) -> Result<(), String> {
     let bytes = unhex(&case["hex"]);
-    let max_frame = case
-        .get("max_frame")
-        .map_or(DEFAULT_MAX_FRAME, |v| v.as_u64().and_then(|n| u32::try_from(n).ok()).expect("max_frame is a u32"));
+    let max_frame =
+        case.get("max_frame").map_or(DEFAULT_MAX_FRAME, |v| v.as_u64().and_then(|n| u32::try_from(n).ok()).expect("max_frame is a u32"));
     let eof = case["eof"].as_bool().expect("eof is a bool");
     let want = code_named(str_of(case, "error"));
     let contains = case.get("message_contains").map(|v| v.as_str().expect("message_contains string"));
@@ -413,11 +403,7 @@ fn handshake_bodies() {
 }
 
 fn versions(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .expect("versions array")
-        .iter()
-        .map(|n| n.as_u64().and_then(|n| u32::try_from(n).ok()).expect("u32 version"))
-        .collect()
+    v.as_array().expect("versions array").iter().map(|n| n.as_u64().and_then(|n| u32::try_from(n).ok()).expect("u32 version")).collect()
 }
 
 #[test]

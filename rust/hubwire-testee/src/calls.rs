@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hubwire::{CallOptions, Codec, Connection, Error, Message, Payload, Raw};
+
+use crate::service::Dyn;
 use serde_json::{Map, Value};
 
 fn codec(cmd: &Value) -> Codec {
@@ -47,30 +49,20 @@ impl Report for Raw {
     }
 }
 
-impl Report for Value {
+impl Report for Dyn {
     fn report(&self) -> Value {
-        self.clone()
+        serde_json::to_value(self).unwrap_or_else(|e| Value::String(format!("<unreportable: {e}>")))
     }
-    fn input(_cmd: &Value, v: &Value) -> Value {
-        v.clone()
-    }
-}
-
-fn payload_report(p: &Payload) -> (&'static str, Value) {
-    match p.codec {
-        Codec::Raw => ("output_hex", Value::String(hex::encode(&p.bytes))),
-        _ => match Value::decode(p.clone()) {
-            Ok(v) => ("output", v),
-            Err(_) => ("output_hex", Value::String(hex::encode(&p.bytes))),
-        },
+    fn input(_cmd: &Value, v: &Value) -> Dyn {
+        serde_json::from_value(v.clone()).unwrap_or(Dyn::Nil)
     }
 }
 
 fn error_fields(r: &mut Map<String, Value>, e: &Error) {
     r.insert("code".into(), e.code().name().into());
     r.insert("message".into(), e.message().into());
-    if let Some(Ok(v)) = e.failure_value::<Value>() {
-        r.insert("failure".into(), v);
+    if let Some(Ok(v)) = e.failure_value::<Dyn>() {
+        r.insert("failure".into(), v.report());
     }
 }
 
@@ -82,7 +74,7 @@ pub(crate) async fn call(conn: &Connection, cmd: &Value) -> Value {
     let run = async {
         match codec(cmd) {
             Codec::Raw => run_kind::<Raw>(conn, cmd, &mut r).await,
-            _ => run_kind::<Value>(conn, cmd, &mut r).await,
+            _ => run_kind::<Dyn>(conn, cmd, &mut r).await,
         }
     };
     let outcome = match cmd["cancel_after_ms"].as_u64() {
@@ -112,32 +104,29 @@ async fn run_kind<T: Report>(conn: &Connection, cmd: &Value, r: &mut Map<String,
         opts = opts.timeout(Duration::from_millis(ms));
     }
     let items_in: Vec<T> = cmd["items"].as_array().map(|a| a.iter().map(|v| T::input(cmd, v)).collect()).unwrap_or_default();
-    let end = cmd["end"].as_bool().unwrap_or(true);
+    let end = cmd["end"].as_bool().unwrap_or(true) && !crate::service::fault("never-end");
     let read = cmd["read"].as_u64();
-    let input_payload = || -> Result<Payload, Error> {
-        Ok(match codec(cmd) {
-            Codec::Raw => Payload { codec: Codec::Raw, bytes: raw_input(cmd) },
-            c => Payload { codec: c, bytes: cmd["input"].encode(c).map_err(Error::invalid_argument)? },
-        })
-    };
     match cmd["kind"].as_str().unwrap_or("unary") {
         "unary" => {
-            let input = match input_payload() {
-                Ok(p) => p,
-                Err(e) => return Ok(Err(e)),
+            let input = match codec(cmd) {
+                Codec::Raw => T::decode(Payload { codec: Codec::Raw, bytes: raw_input(cmd) }).map_err(Error::invalid_argument),
+                _ => Ok(T::input(cmd, &cmd["input"])),
             };
-            match conn.call_payload(method, input, &opts).await {
-                Ok(p) => {
-                    let (k, v) = payload_report(&p);
-                    r.insert(k.into(), v);
-                    Ok(Ok(()))
-                }
-                Err(e) => Ok(Err(e)),
-            }
+            let out = match input {
+                Ok(i) => conn.call_with::<T, T>(method, &i, &opts).await,
+                Err(e) => Err(e),
+            };
+            Ok(out.map(|o| {
+                r.insert(if T::RAW { "output_hex" } else { "output" }.into(), o.report());
+            }))
         }
         "server_stream" => {
             let input = T::input(cmd, if codec(cmd) == Codec::Raw { &Value::Null } else { &cmd["input"] });
-            let input = if codec(cmd) == Codec::Raw { T::decode(Payload { codec: Codec::Raw, bytes: raw_input(cmd) }).unwrap_or(input) } else { input };
+            let input = if codec(cmd) == Codec::Raw {
+                T::decode(Payload { codec: Codec::Raw, bytes: raw_input(cmd) }).unwrap_or(input)
+            } else {
+                input
+            };
             let items = match conn.server_stream::<T, T>(method, &input, &opts).await {
                 Ok(i) => i,
                 Err(e) => return Ok(Err(e)),
@@ -150,8 +139,10 @@ async fn run_kind<T: Report>(conn: &Connection, cmd: &Value, r: &mut Map<String,
                 Err(e) => return Ok(Err(e)),
             };
             for item in &items_in {
-                if let Err(e) = call.send(item).await {
-                    return Ok(Err(e));
+                // A send fails once the call has ended (the callee may
+                // answer early): the answer says how.
+                if call.send(item).await.is_err() {
+                    break;
                 }
             }
             let out = if end { call.finish().await } else { call.response().await };
@@ -185,7 +176,11 @@ async fn run_kind<T: Report>(conn: &Connection, cmd: &Value, r: &mut Map<String,
     }
 }
 
-async fn read_items<T: Report>(mut items: hubwire::Items<T>, read: Option<u64>, r: &mut Map<String, Value>) -> Result<Result<(), Error>, Dropped> {
+async fn read_items<T: Report>(
+    mut items: hubwire::Items<T>,
+    read: Option<u64>,
+    r: &mut Map<String, Value>,
+) -> Result<Result<(), Error>, Dropped> {
     let mut got = Vec::new();
     let out = loop {
         if read == Some(got.len() as u64) {

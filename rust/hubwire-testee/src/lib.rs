@@ -73,6 +73,19 @@ where
                 }
                 Err(e) => events.send(json!({"event": "error", "code": e.code().name(), "message": e.message()})),
             },
+            "ping" => match &conn {
+                Some(c) => {
+                    let (c, events, id) = (c.clone(), events.clone(), cmd["id"].clone());
+                    tokio::spawn(async move {
+                        let code = match c.ping().await {
+                            Ok(_) => "ok".to_string(),
+                            Err(e) => e.code().name().to_string(),
+                        };
+                        events.send(json!({"event": "result", "id": id, "code": code}));
+                    });
+                }
+                None => events.send(json!({"event": "result", "id": cmd["id"], "code": "unavailable", "message": "not connected"})),
+            },
             "call" => match &conn {
                 Some(c) => {
                     let (c, events) = (c.clone(), events.clone());

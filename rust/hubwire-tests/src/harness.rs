@@ -76,19 +76,17 @@ impl Harness {
                 let dir = TempDir::new("unix");
                 let path = dir.0.join("p.sock");
                 let listener = unix::UnixListener::bind(&path).unwrap();
-                let (c, s) = tokio::join!(
-                    async { Connection::dial(unix::connect(&path).await.unwrap(), &client_cfg).await },
-                    async { Connection::start(transport::accept(&listener).await.unwrap(), &server_cfg, false).await }
-                );
+                let (c, s) = tokio::join!(async { Connection::dial(unix::connect(&path).await.unwrap(), &client_cfg).await }, async {
+                    Connection::start(transport::accept(&listener).await.unwrap(), &server_cfg, false).await
+                });
                 (c.unwrap(), Peer::InProcess(Some(s.unwrap())), Some(dir))
             }
             Setup::Tcp => {
                 let listener = tcp::TcpListener::bind("127.0.0.1:0").await.unwrap();
                 let addr = listener.local_addr().unwrap();
-                let (c, s) = tokio::join!(
-                    async { Connection::dial(tcp::connect(addr).await.unwrap(), &client_cfg).await },
-                    async { Connection::start(transport::accept(&listener).await.unwrap(), &server_cfg, false).await }
-                );
+                let (c, s) = tokio::join!(async { Connection::dial(tcp::connect(addr).await.unwrap(), &client_cfg).await }, async {
+                    Connection::start(transport::accept(&listener).await.unwrap(), &server_cfg, false).await
+                });
                 (c.unwrap(), Peer::InProcess(Some(s.unwrap())), None)
             }
             Setup::Child => {

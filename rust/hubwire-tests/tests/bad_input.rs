@@ -143,11 +143,15 @@ async fn handshake_failures_get_goaway() {
     let cases: Vec<(&str, Vec<u8>, Code)> = vec![
         ("no common version", hello_bytes(vec![2, 3]).to_vec(), Code::UnsupportedVersion),
         ("first frame is not HELLO", ping.to_vec(), Code::ProtocolError),
-        ("HELLO is not JSON", {
-            let mut b = hello_bytes(vec![1]).to_vec();
-            b[12] = b'!';
-            b
-        }, Code::ProtocolError),
+        (
+            "HELLO is not JSON",
+            {
+                let mut b = hello_bytes(vec![1]).to_vec();
+                b[12] = b'!';
+                b
+            },
+            Code::ProtocolError,
+        ),
         ("garbage instead of a frame", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), Code::UnsupportedVersion),
     ];
     for (name, first, want) in cases {

@@ -60,7 +60,9 @@ pub struct ClientStream<I, O> {
 }
 
 impl<I: Message, O: Message> ClientStream<I, O> {
-    /// Sends one input.
+    /// Sends one input. Fails once the call has ended, which includes the
+    /// callee answering early; `finish` or `response` then says how it
+    /// ended.
     pub async fn send(&self, item: &I) -> Result<(), Error> {
         self.sink.send(item).await
     }
@@ -137,9 +139,8 @@ impl Connection {
         let (tx, rx) = mpsc::unbounded_channel();
         let credit = Arc::new(Semaphore::new(self.peer().window as usize));
         let window = RecvWindow::new(self.inner().local.window);
-        let started = self
-            .begin(method, Kind::Bidi, &empty(opts), opts, OutSink::Stream(tx), Some(credit.clone()), Some(window.clone()))
-            .await?;
+        let started =
+            self.begin(method, Kind::Bidi, &empty(opts), opts, OutSink::Stream(tx), Some(credit.clone()), Some(window.clone())).await?;
         Ok((self.sink(opts, credit, &started), self.items(rx, window, &started)))
     }
 
@@ -210,7 +211,18 @@ async fn wait(rx: oneshot::Receiver<Result<Payload, Error>>, s: &Started) -> Res
             Err(_) => return Err(Error::new(Code::DeadlineExceeded, "deadline exceeded waiting for the response")),
         },
     };
-    r.unwrap_or_else(|_| Err(s.guard.conn.inner().closed_error()))
+    r.unwrap_or_else(|_| {
+        // The call was dropped from the table without an answer: by its
+        // own deadline (cancel_out), or because the connection died.
+        let inner = s.guard.conn.inner();
+        if s.deadline.is_some_and(|d| Instant::now() >= d) {
+            Err(Error::new(Code::DeadlineExceeded, "deadline exceeded"))
+        } else if inner.state.lock().unwrap().closed.is_some() {
+            Err(inner.closed_error())
+        } else {
+            Err(Error::cancelled("the call was cancelled"))
+        }
+    })
 }
 
 fn decode_output<O: Message>(p: Payload) -> Result<O, Error> {

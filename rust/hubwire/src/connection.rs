@@ -90,11 +90,7 @@ impl Config {
     }
 
     fn hello(&self) -> Hello {
-        let mut h = Hello::new(PeerInfo {
-            name: self.name.clone(),
-            lang: "rust".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-        });
+        let mut h = Hello::new(PeerInfo { name: self.name.clone(), lang: "rust".into(), version: env!("CARGO_PKG_VERSION").into() });
         h.max_frame = self.max_frame;
         h.window = self.window;
         h.max_calls = self.max_calls;
@@ -339,11 +335,7 @@ async fn handshake(t: &DynTransport, writer: &Writer, local: &Hello, config: &Co
             t.shutdown();
             Err(Error::new(code, format!("peer refused the handshake: {message}")))
         }
-        other => Err(refuse(FrameError::protocol(format!(
-            "expected HELLO as the first frame, got {:?}",
-            other.frame_type()
-        )))
-        .await),
+        other => Err(refuse(FrameError::protocol(format!("expected HELLO as the first frame, got {:?}", other.frame_type()))).await),
     }
 }
 
@@ -378,7 +370,15 @@ impl Inner {
         self.push(|b| frame.encode(b), &Bytes::new())
     }
 
-    pub(crate) fn send_request(&self, id: u32, kind: Kind, codec: Codec, timeout_ms: u32, method: &str, payload: &Bytes) -> Result<(), Error> {
+    pub(crate) fn send_request(
+        &self,
+        id: u32,
+        kind: Kind,
+        codec: Codec,
+        timeout_ms: u32,
+        method: &str,
+        payload: &Bytes,
+    ) -> Result<(), Error> {
         self.push(|b| encode_request_head(b, id, kind, codec, timeout_ms, method, payload.len()), payload)
     }
 

@@ -81,9 +81,7 @@ fn failure_in(e: Error, wanted: crate::Codec) -> Error {
 
 fn encode_output<O: Message>(out: &O, wanted: crate::Codec) -> Result<Option<Payload>, Error> {
     let codec = O::codec_for(wanted);
-    out.encode(codec)
-        .map(|bytes| Some(Payload { codec, bytes }))
-        .map_err(|e| Error::defect(format!("output could not be encoded: {e}")))
+    out.encode(codec).map(|bytes| Some(Payload { codec, bytes })).map_err(|e| Error::defect(format!("output could not be encoded: {e}")))
 }
 
 impl Provider {

@@ -181,9 +181,16 @@ impl<T: Message> ItemSink<T> {
         let acquire = self.credit.acquire();
         let permit = match self.deadline {
             None => acquire.await,
-            Some(d) => tokio::time::timeout_at(d, acquire)
-                .await
-                .map_err(|_| Error::new(Code::DeadlineExceeded, "deadline exceeded while waiting for credit"))?,
+            Some(d) => match tokio::time::timeout_at(d, acquire).await {
+                Ok(p) => p,
+                Err(_) => {
+                    // The call is over for the caller: tell the callee.
+                    if self.guard.is_some() {
+                        self.inner.cancel_out(self.id);
+                    }
+                    return Err(Error::new(Code::DeadlineExceeded, "deadline exceeded while waiting for credit"));
+                }
+            },
         };
         match permit {
             Ok(p) => p.forget(),

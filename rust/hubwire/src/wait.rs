@@ -125,7 +125,13 @@ mod tests {
     fn efficient_never_spins() {
         let mut s = Spinner::new(WaitMode::Efficient);
         let mut calls = 0;
-        assert_eq!(s.spin(|| { calls += 1; Some(()) }), None);
+        assert_eq!(
+            s.spin(|| {
+                calls += 1;
+                Some(())
+            }),
+            None
+        );
         assert_eq!(calls, 0);
     }
 
@@ -137,7 +143,13 @@ mod tests {
         }
         // Now it skips without calling the attempt at all.
         let mut calls = 0;
-        assert_eq!(s.spin(|| { calls += 1; Some(()) }), None);
+        assert_eq!(
+            s.spin(|| {
+                calls += 1;
+                Some(())
+            }),
+            None
+        );
         assert_eq!(calls, 0, "a backed-off spinner must not spin");
         // After the skip, a spin that succeeds resets the back-off.
         assert_eq!(s.spin(|| Some(7)), Some(7));

@@ -75,9 +75,7 @@ pub fn spawn(mut command: Command, opts: SpawnOptions) -> io::Result<(ChildTrans
             Ok(())
         });
     }
-    let mut child = command
-        .spawn()
-        .map_err(|e| io::Error::new(e.kind(), format!("spawn provider {}: {e}", opts.name)))?;
+    let mut child = command.spawn().map_err(|e| io::Error::new(e.kind(), format!("spawn provider {}: {e}", opts.name)))?;
     drop(theirs);
     let pid = child.id().unwrap_or(0);
     if let Some(out) = child.stdout.take() {
@@ -116,9 +114,8 @@ async fn forward_lines(stream: impl AsyncRead + Unpin, opts: SpawnOptions, which
 /// transport to the parent, or `None` if `HUBWIRE_FD` is not set.
 pub fn from_env() -> io::Result<Option<ChildTransport>> {
     let Ok(value) = std::env::var(ENV_FD) else { return Ok(None) };
-    let fd: i32 = value
-        .parse()
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("{ENV_FD}={value:?} is not a descriptor number")))?;
+    let fd: i32 =
+        value.parse().map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("{ENV_FD}={value:?} is not a descriptor number")))?;
     // SAFETY: the parent handed us this descriptor for exactly this use;
     // we take ownership of it once.
     let stream = unsafe { UnixStream::from_raw_fd(fd) };

@@ -98,6 +98,11 @@ impl<S: AsRawFd + Send + Sync + 'static> Transport for FdTransport<S> {
         unsafe { libc::shutdown(self.io.as_raw_fd(), libc::SHUT_RDWR) };
     }
 
+    fn shutdown_write(&self) {
+        // SAFETY: as in shutdown.
+        unsafe { libc::shutdown(self.io.as_raw_fd(), libc::SHUT_WR) };
+    }
+
     fn describe(&self) -> String {
         self.label.clone()
     }

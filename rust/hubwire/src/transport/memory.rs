@@ -35,10 +35,7 @@ pub struct MemoryTransport {
 pub fn pair() -> (MemoryTransport, MemoryTransport) {
     let a = Arc::new(Mutex::new(Pipe::default()));
     let b = Arc::new(Mutex::new(Pipe::default()));
-    (
-        MemoryTransport { rx: a.clone(), tx: b.clone(), label: "memory:a" },
-        MemoryTransport { rx: b, tx: a, label: "memory:b" },
-    )
+    (MemoryTransport { rx: a.clone(), tx: b.clone(), label: "memory:a" }, MemoryTransport { rx: b, tx: a, label: "memory:b" })
 }
 
 impl MemoryTransport {
@@ -129,6 +126,14 @@ impl Transport for MemoryTransport {
             for w in [p.reader.take(), p.writer.take()].into_iter().flatten() {
                 w.wake();
             }
+        }
+    }
+
+    fn shutdown_write(&self) {
+        let mut p = self.tx.lock().unwrap();
+        p.closed = true;
+        if let Some(w) = p.reader.take() {
+            w.wake();
         }
     }
 

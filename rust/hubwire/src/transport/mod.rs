@@ -50,6 +50,10 @@ pub trait Transport: Send + Sync + 'static {
     /// Closes both directions: the peer reads end of stream.
     fn shutdown(&self);
 
+    /// Closes only our sending direction (half-close): the peer reads end
+    /// of stream, and we can still read what it sends back.
+    fn shutdown_write(&self);
+
     /// A short description for logs and error messages (`unix:/tmp/x.sock`).
     fn describe(&self) -> String;
 }

@@ -18,9 +18,7 @@ pub type TcpTransport = FdTransport<std::net::TcpStream>;
 /// Connects to `addr` (`host:port`).
 pub async fn connect(addr: impl ToSocketAddrs + std::fmt::Display) -> io::Result<TcpTransport> {
     let label = format!("tcp:{addr}");
-    let stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| io::Error::new(e.kind(), format!("connect to {label}: {e}")))?;
+    let stream = tokio::net::TcpStream::connect(addr).await.map_err(|e| io::Error::new(e.kind(), format!("connect to {label}: {e}")))?;
     wrap(stream, label)
 }
 
@@ -40,9 +38,7 @@ impl TcpListener {
     /// Binds `addr`; port 0 picks a free port (see [`TcpListener::local_addr`]).
     pub async fn bind(addr: impl ToSocketAddrs + std::fmt::Display) -> io::Result<TcpListener> {
         let label = format!("{addr}");
-        let inner = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| io::Error::new(e.kind(), format!("bind tcp:{label}: {e}")))?;
+        let inner = tokio::net::TcpListener::bind(addr).await.map_err(|e| io::Error::new(e.kind(), format!("bind tcp:{label}: {e}")))?;
         Ok(TcpListener { inner })
     }
 

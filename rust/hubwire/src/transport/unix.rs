@@ -40,8 +40,8 @@ impl UnixListener {
         if path.exists() && std::os::unix::net::UnixStream::connect(&path).is_err() {
             std::fs::remove_file(&path)?;
         }
-        let inner = tokio::net::UnixListener::bind(&path)
-            .map_err(|e| io::Error::new(e.kind(), format!("bind unix:{}: {e}", path.display())))?;
+        let inner =
+            tokio::net::UnixListener::bind(&path).map_err(|e| io::Error::new(e.kind(), format!("bind unix:{}: {e}", path.display())))?;
         Ok(UnixListener { inner, path })
     }
 

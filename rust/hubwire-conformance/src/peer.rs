@@ -1,0 +1,93 @@
+//! The runner's side of the wire: a raw peer that sends exactly the bytes
+//! a case says and reads back frames one by one, with no protocol logic of
+//! its own beyond answering PING.
+
+use std::future::poll_fn;
+use std::io::IoSlice;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use hubwire::transport::DynTransport;
+use hubwire_frame::{Decoder, Frame};
+
+/// What reading produced.
+pub enum Read {
+    /// A frame.
+    Frame(Frame),
+    /// The testee closed the connection.
+    Closed,
+    /// Nothing within the time given.
+    Timeout,
+}
+
+/// A raw connection to the testee.
+pub struct Peer {
+    t: DynTransport,
+    buf: BytesMut,
+    decoder: Decoder,
+    eof: bool,
+}
+
+impl Peer {
+    /// Wraps the runner's end of a connection.
+    pub fn new(t: DynTransport) -> Peer {
+        // The runner accepts any size the testee sends: checking limits is
+        // the cases' business, not the reader's.
+        Peer { t, buf: BytesMut::with_capacity(64 * 1024), decoder: Decoder::new(u32::MAX), eof: false }
+    }
+
+    /// Sends bytes, all of them. If the testee hangs up meanwhile (as it
+    /// should after bad input), the rest is dropped: what the testee said
+    /// before hanging up is still there to read, and the next expectation
+    /// decides.
+    pub async fn send(&self, bytes: &[u8]) -> Result<(), String> {
+        let mut off = 0;
+        while off < bytes.len() {
+            let slice = [IoSlice::new(&bytes[off..])];
+            match poll_fn(|cx| self.t.poll_write(cx, &slice)).await {
+                Ok(0) => return Ok(()),
+                Ok(n) => off += n,
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset) => return Ok(()),
+                Err(e) => return Err(format!("send failed: {e}")),
+            }
+        }
+        Ok(())
+    }
+
+    /// Half-closes: the testee reads end of stream.
+    pub fn end_stream(&self) {
+        self.t.shutdown_write();
+    }
+
+    /// Closes the connection both ways.
+    pub fn close(&self) {
+        self.t.shutdown();
+    }
+
+    /// The next frame, waiting up to `wait`.
+    pub async fn read(&mut self, wait: Duration) -> Result<Read, String> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if let Some(f) = self.decoder.decode(&mut self.buf).map_err(|e| format!("the testee sent a malformed frame: {e}"))? {
+                return Ok(Read::Frame(f));
+            }
+            if self.eof {
+                return match self.decoder.finish(&self.buf) {
+                    Ok(()) => Ok(Read::Closed),
+                    Err(e) => Err(format!("the testee closed mid-frame: {e}")),
+                };
+            }
+            if self.buf.capacity() - self.buf.len() < 16 * 1024 {
+                self.buf.reserve(64 * 1024);
+            }
+            let read = tokio::time::timeout_at(deadline, poll_fn(|cx| self.t.poll_read(cx, &mut self.buf))).await;
+            match read {
+                Err(_) => return Ok(Read::Timeout),
+                Ok(Ok(0)) => self.eof = true,
+                Ok(Ok(_)) => {}
+                // A reset after the testee closed counts as closed.
+                Ok(Err(_)) => self.eof = true,
+            }
+        }
+    }
+}

@@ -1,0 +1,19 @@
+# Totals the test runners' own closing lines in a `make test` log:
+#   cargo:        "test result: ok. 12 passed; 0 failed; 0 ignored; ..."
+#   conformance:  "conformance: 580 passed, 0 failed"
+# and prints one plain line, "total: N passed, N failed".
+/^test result: / {
+    for (i = 1; i <= NF; i++) {
+        if ($i ~ /^passed;?$/) passed += $(i - 1)
+        if ($i ~ /^failed;?$/) failed += $(i - 1)
+    }
+}
+/^conformance: [0-9]+ passed, [0-9]+ failed$/ {
+    passed += $2
+    failed += $4
+}
+END {
+    if (passed + failed == 0) { print "total: no tests ran"; exit 1 }
+    printf "total: %d passed, %d failed\n", passed, failed
+    exit (failed > 0)
+}
