@@ -47,8 +47,11 @@ test: deps ## Run every test: unit, vectors, behaviour suite, bad input, conform
 	} | tee $(TARGET_DIR)/test.log
 	@awk -f scripts/test-summary.awk $(TARGET_DIR)/test.log
 
-conformance: build ## Run the conformance suite: Rust as client and provider on every transport
-	$(BIN)/hubwire-conformance --root $(CURDIR) --lang rust --testee $(BIN)/hubwire-testee
+conformance: build ## Run the conformance suite: Rust as client and provider, every transport, both wait modes
+	@echo "== conformance, wait mode efficient"
+	HUBWIRE_WAIT=efficient $(BIN)/hubwire-conformance --root $(CURDIR) --lang rust --testee $(BIN)/hubwire-testee
+	@echo "== conformance, wait mode low-latency"
+	HUBWIRE_WAIT=low-latency $(BIN)/hubwire-conformance --root $(CURDIR) --lang rust --testee $(BIN)/hubwire-testee
 
 run: build ## Run the example provider and client (the hub comes later)
 	@dir=$$(mktemp -d "$${TMPDIR:-/tmp}/hubwire-run.XXXXXX"); \

@@ -158,10 +158,7 @@ impl Run<'_> {
     async fn repeated(&mut self, kind: &str, arg: &Value) -> Result<(), String> {
         let mut arg = arg.clone();
         let (repeat, unordered) = match arg.as_object_mut() {
-            Some(m) => (
-                m.remove("repeat").and_then(|v| v.as_u64()),
-                m.remove("unordered").and_then(|v| v.as_bool()).unwrap_or(false),
-            ),
+            Some(m) => (m.remove("repeat").and_then(|v| v.as_u64()), m.remove("unordered").and_then(|v| v.as_bool()).unwrap_or(false)),
             None => (None, false),
         };
         match (kind, repeat) {
@@ -295,7 +292,9 @@ impl Run<'_> {
     async fn expect_unordered(&mut self, mut left: Vec<Map<String, Value>>) -> Result<(), String> {
         while !left.is_empty() {
             let f = match self.peer.read(self.wait).await? {
-                Read::Timeout => return Err(format!("{} expected frames did not arrive, e.g. {}", left.len(), Value::Object(left[0].clone()))),
+                Read::Timeout => {
+                    return Err(format!("{} expected frames did not arrive, e.g. {}", left.len(), Value::Object(left[0].clone())))
+                }
                 Read::Closed => return Err(format!("the testee closed the connection with {} expected frames to come", left.len())),
                 Read::Frame(f) => f,
             };

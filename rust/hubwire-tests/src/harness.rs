@@ -106,6 +106,15 @@ impl Harness {
         Harness { client, peer, logs, _dir: dir }
     }
 
+    /// A token unique to this harness: in-process providers share one
+    /// record of what they observed, and the same case runs on several
+    /// transports at once.
+    pub fn token(&self, name: &str) -> String {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        format!("{name}-{}-{n}", std::process::id())
+    }
+
     /// Kills the provider's side abruptly: the process (child) or its
     /// connection (in-process).
     pub async fn kill_peer(&mut self) {

@@ -160,6 +160,11 @@ pub fn provider() -> Provider {
             }
             Ok(total)
         })
+        .client_stream("stall", |_, _items: Items<i64>| async move {
+            // Holds the stream open without reading it.
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            Ok(0i64)
+        })
         .client_stream("first_only", |_, mut items: Items<i64>| async move {
             // Answers after one item, without reading the rest: the callee
             // may end a call before the caller's END.

@@ -112,10 +112,10 @@ async fn every_must_reject_vector_gets_goaway_and_spares_other_connections() {
     let mut failures = Vec::new();
     for case in &cases {
         let max_frame = case.max_frame.unwrap_or(hubwire_frame::DEFAULT_MAX_FRAME);
-        if !providers.contains_key(&max_frame) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = providers.entry(max_frame) {
             let path = start_provider(&dir.0, max_frame).await;
             let healthy = Connection::dial(unix::connect(&path).await.unwrap(), &Config::new("healthy")).await.unwrap();
-            providers.insert(max_frame, (path, healthy));
+            slot.insert((path, healthy));
         }
         let (path, healthy) = &providers[&max_frame];
         let bad = hex::decode(&case.hex).unwrap();

@@ -142,14 +142,14 @@ mod cases {
     }
 
     pub async fn cancel_unary_observed(h: &mut Harness) {
-        let token = "cancel-unary";
+        let token = &h.token("cancel-unary");
         let r = tokio::time::timeout(Duration::from_millis(100), h.client.call::<_, ()>("sleep", &tagged(token, 60_000))).await;
         assert!(r.is_err(), "the call should still be running when dropped");
         assert_cancel_observed(h, token).await;
     }
 
     pub async fn cancel_stream_observed(h: &mut Harness) {
-        let token = "cancel-stream";
+        let token = &h.token("cancel-stream");
         let mut items = h.client.server_stream::<_, u64>("firehose", &tagged(token, 1_000_000), &CallOptions::new()).await.unwrap();
         for i in 0..3 {
             assert_eq!(items.next().await.unwrap(), Some(i));
@@ -159,7 +159,7 @@ mod cases {
     }
 
     pub async fn deadline_exceeded(h: &mut Harness) {
-        let token = "deadline-unary";
+        let token = &h.token("deadline-unary");
         let opts = CallOptions::new().timeout(Duration::from_millis(100));
         let start = Instant::now();
         let e = expect_code(h.client.call_with::<_, ()>("sleep", &tagged(token, 60_000), &opts).await, Code::DeadlineExceeded);
@@ -167,11 +167,11 @@ mod cases {
         assert_cancel_observed(h, token).await;
         // A call that fits its deadline succeeds.
         let opts = CallOptions::new().timeout(Duration::from_secs(10));
-        h.client.call_with::<_, ()>("sleep", &tagged("deadline-ok", 1), &opts).await.unwrap();
+        h.client.call_with::<_, ()>("sleep", &tagged(&h.token("deadline-ok"), 1), &opts).await.unwrap();
     }
 
     pub async fn deadline_exceeded_mid_stream(h: &mut Harness) {
-        let token = "deadline-stream";
+        let token = &h.token("deadline-stream");
         let opts = CallOptions::new().timeout(Duration::from_millis(200));
         let mut items = h.client.server_stream::<_, u64>("slow_stream", &tagged(token, 20), &opts).await.unwrap();
         let mut got = 0;
@@ -190,7 +190,7 @@ mod cases {
     pub async fn flow_control_bounded(h: &mut Harness) {
         // The client grants 64 items (its default window); a provider that
         // could send 100 000 must stop at the window while we do not read.
-        let token = "flow";
+        let token = &h.token("flow");
         let window = hubwire::frame::hello::DEFAULT_WINDOW as u64;
         let mut items = h.client.server_stream::<_, u64>("firehose", &tagged(token, 100_000), &CallOptions::new()).await.unwrap();
         assert_eq!(items.next().await.unwrap(), Some(0));
@@ -204,8 +204,23 @@ mod cases {
         }
         let sent: u64 = h.client.call("progress", &token.to_string()).await.unwrap();
         assert!(sent >= 3 * window - 1, "credit was not returned: sent {sent}");
-        // And the other direction: the provider's window bounds our sends.
-        assert!(PROVIDER_WINDOW < 64);
+    }
+
+    pub async fn flow_control_bounded_upstream(h: &mut Harness) {
+        // The other direction: a handler that does not read grants no
+        // credit beyond its window, so the caller's sends stop there.
+        let call = h.client.client_stream::<i64, i64>("stall", &CallOptions::new()).await.unwrap();
+        let mut sent = 0;
+        while sent < 10 * PROVIDER_WINDOW {
+            match tokio::time::timeout(Duration::from_millis(300), call.send(&1)).await {
+                Ok(r) => {
+                    r.unwrap();
+                    sent += 1;
+                }
+                Err(_) => break,
+            }
+        }
+        assert_eq!(sent, PROVIDER_WINDOW, "the caller must stop at the callee's window");
     }
 
     pub async fn concurrent_1000(h: &mut Harness) {
@@ -253,9 +268,11 @@ mod cases {
         let mut calls = Vec::new();
         for i in 0..10 {
             let c = h.client.clone();
-            calls.push(tokio::spawn(async move { c.call::<_, ()>("sleep", &tagged(&format!("crash{i}"), 60_000)).await }));
+            let t = h.token(&format!("crash{i}"));
+            calls.push(tokio::spawn(async move { c.call::<_, ()>("sleep", &tagged(&t, 60_000)).await }));
         }
-        let mut stream = h.client.server_stream::<_, u64>("slow_stream", &tagged("crash-s", 10), &CallOptions::new()).await.unwrap();
+        let mut stream =
+            h.client.server_stream::<_, u64>("slow_stream", &tagged(&h.token("crash-s"), 10), &CallOptions::new()).await.unwrap();
         assert_eq!(stream.next().await.unwrap(), Some(0));
         h.client.ping().await.unwrap(); // all REQUESTs have reached the provider
         let start = Instant::now();
@@ -346,6 +363,7 @@ suite!(
     deadline_exceeded,
     deadline_exceeded_mid_stream,
     flow_control_bounded,
+    flow_control_bounded_upstream,
     concurrent_1000,
     too_large,
     ping_and_identity,

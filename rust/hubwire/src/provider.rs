@@ -229,7 +229,8 @@ impl Provider {
     }
 }
 
-/// A REQUEST arrived: check it, register it, start its handler.
+/// A REQUEST arrived: check it, register it, start its handler. Returns
+/// whether a handler task was started (see `reader::dispatch`).
 pub(crate) fn on_request(
     inner: &Arc<Inner>,
     id: u32,
@@ -237,13 +238,13 @@ pub(crate) fn on_request(
     timeout_ms: u32,
     method: String,
     input: Payload,
-) -> Result<(), FrameError> {
+) -> Result<bool, FrameError> {
     if inner.ours(id) {
         return Err(FrameError::protocol(format!("REQUEST with call id {id} of the receiver's parity")));
     }
     let refuse = |code: Code, msg: String| {
         inner.send_response(id, Err(Error::new(code, msg)));
-        Ok(())
+        Ok(false)
     };
     let provider = inner.config.provider.clone();
     let Some(m) = provider.as_ref().and_then(|p| p.methods.get(&method)) else {
@@ -284,13 +285,23 @@ pub(crate) fn on_request(
     }
     let ctx = CallContext { method: method.into(), id, deadline, cancel: cancel.clone(), peer: inner.peer.clone() };
     let inv = Invocation { ctx, input, inner: inner.clone(), in_parts, out_credit };
-    let fut = (m.handler)(inv);
+    let mut fut = CatchUnwind((m.handler)(inv));
+    if inner.low_latency {
+        // Poll once right here: a handler that answers at once (most do)
+        // costs no task, no wake-up and no trip through the scheduler. One
+        // that has to wait moves to its own task, which polls it again
+        // with a real waker.
+        if let Poll::Ready(result) = fut.as_mut().poll(&mut Context::from_waker(std::task::Waker::noop())) {
+            finish_served(inner, id, Some(result));
+            return Ok(false);
+        }
+    }
     tokio::spawn(run_served(inner.clone(), id, fut, cancel, deadline));
-    Ok(())
+    Ok(true)
 }
 
 /// Runs one handler to its end (or cancellation, or deadline) and answers.
-async fn run_served(inner: Arc<Inner>, id: u32, fut: BoxFuture, cancel: Arc<CancelSignal>, deadline: Option<Instant>) {
+async fn run_served(inner: Arc<Inner>, id: u32, fut: CatchUnwind, cancel: Arc<CancelSignal>, deadline: Option<Instant>) {
     let expiry = async {
         match deadline {
             Some(d) => tokio::time::sleep_until(d).await,
@@ -300,9 +311,17 @@ async fn run_served(inner: Arc<Inner>, id: u32, fut: BoxFuture, cancel: Arc<Canc
     let result = tokio::select! {
         biased;
         _ = cancel.cancelled() => None,
-        r = CatchUnwind(fut) => Some(r),
+        r = fut => Some(r),
         _ = expiry => Some(Err(Error::new(Code::DeadlineExceeded, "deadline exceeded in the handler"))),
     };
+    finish_served(&inner, id, result);
+    // The caller may answer with its next request soon: spin for it.
+    inner.kick();
+}
+
+/// Forgets a served call and sends its RESPONSE, unless it was cancelled
+/// (`result` is None) or the connection died meanwhile.
+fn finish_served(inner: &Arc<Inner>, id: u32, result: Option<Result<Option<Payload>, Error>>) {
     let live = {
         let mut st = inner.state.lock().unwrap();
         let s = st.served.remove(&id);
@@ -319,6 +338,12 @@ async fn run_served(inner: Arc<Inner>, id: u32, fut: BoxFuture, cancel: Arc<Canc
 
 /// Turns a panic while polling the handler into a `defect` for that call.
 struct CatchUnwind(BoxFuture);
+
+impl CatchUnwind {
+    fn as_mut(&mut self) -> Pin<&mut Self> {
+        Pin::new(self)
+    }
+}
 
 impl Future for CatchUnwind {
     type Output = Result<Option<Payload>, Error>;

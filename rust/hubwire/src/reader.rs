@@ -24,12 +24,10 @@ pub(crate) async fn run(inner: Arc<Inner>, mut buf: BytesMut, decoder: Decoder) 
     let reason: Result<String, FrameError> = 'conn: loop {
         loop {
             match decoder.decode(&mut buf) {
-                Ok(Some(frame)) => {
-                    if let Err(e) = dispatch(&inner, frame) {
-                        break 'conn Err(e);
-                    }
-                    delivered = true;
-                }
+                Ok(Some(frame)) => match dispatch(&inner, frame) {
+                    Ok(woke) => delivered |= woke,
+                    Err(e) => break 'conn Err(e),
+                },
                 Ok(None) => break,
                 Err(e) => break 'conn Err(e),
             }
@@ -75,19 +73,17 @@ async fn read_more(inner: &Inner, buf: &mut BytesMut, spinner: &mut Spinner, del
             r => return r,
         }
         if spinner.enabled() {
-            if *delivered {
-                // Let the tasks we just woke run (and perhaps send the next
-                // request) before this worker spins.
-                *delivered = false;
-                tokio::task::yield_now().await;
-                continue;
-            }
-            let got = spinner.spin(|| match t.try_read(buf) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
-                r => Some(r),
-            });
-            if let Some(r) = got {
-                return r;
+            // After waking other tasks (a caller, a handler), do not spin:
+            // they need this worker. Wait below until one of them sends a
+            // request (the kick) or bytes arrive. Otherwise spin first.
+            if !std::mem::take(delivered) {
+                let got = spinner.spin(|| match t.try_read(buf) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
+                    r => Some(r),
+                });
+                if let Some(r) = got {
+                    return r;
+                }
             }
         }
         let r = poll_fn(|cx| {
@@ -103,12 +99,26 @@ async fn read_more(inner: &Inner, buf: &mut BytesMut, spinner: &mut Spinner, del
     }
 }
 
-/// Routes one frame. An error is a protocol error: the connection closes.
-fn dispatch(inner: &Arc<Inner>, frame: Frame) -> Result<(), FrameError> {
+/// Routes one frame; true if that woke another task (which then needs
+/// this worker more than the reader's spin does). An error is a protocol
+/// error: the connection closes.
+fn dispatch(inner: &Arc<Inner>, frame: Frame) -> Result<bool, FrameError> {
     match frame {
         Frame::Request { call_id, kind, codec, timeout_ms, method, payload } => {
             crate::provider::on_request(inner, call_id, kind, timeout_ms, method, Payload { codec, bytes: payload })
         }
+        Frame::Ping { data } => {
+            let _ = inner.send(&Frame::Pong { data });
+            Ok(false)
+        }
+        other => route(inner, other).map(|()| true),
+    }
+}
+
+/// Routes a frame that belongs to a call or waiter.
+fn route(inner: &Arc<Inner>, frame: Frame) -> Result<(), FrameError> {
+    match frame {
+        Frame::Request { .. } | Frame::Ping { .. } => unreachable!("handled by dispatch"),
         Frame::Response { call_id, codec, code, message, payload } => {
             let call = {
                 let mut st = inner.state.lock().unwrap();
@@ -155,10 +165,6 @@ fn dispatch(inner: &Arc<Inner>, frame: Frame) -> Result<(), FrameError> {
             if let Some(sem) = sem {
                 sem.add_permits(credit as usize);
             }
-            Ok(())
-        }
-        Frame::Ping { data } => {
-            let _ = inner.send(&Frame::Pong { data });
             Ok(())
         }
         Frame::Pong { data } => {

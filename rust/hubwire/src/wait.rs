@@ -22,9 +22,10 @@
 use std::time::{Duration, Instant};
 
 /// How a connection waits for bytes; chosen per connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum WaitMode {
     /// Block at once; burn no CPU while waiting.
+    #[default]
     Efficient,
     /// Spin on non-blocking reads for up to `spin` after activity, then block.
     LowLatency {
@@ -51,12 +52,6 @@ impl WaitMode {
                 Some(WaitMode::LowLatency { spin: Duration::from_micros(us) })
             }
         }
-    }
-}
-
-impl Default for WaitMode {
-    fn default() -> Self {
-        WaitMode::Efficient
     }
 }
 

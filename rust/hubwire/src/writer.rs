@@ -203,8 +203,13 @@ impl Writer {
 fn write_some(batch: &mut Vec<Bytes>, mut write: impl FnMut(&[IoSlice<'_>]) -> io::Result<usize>) -> io::Result<usize> {
     let mut total = 0;
     while !batch.is_empty() {
-        let slices: Vec<IoSlice<'_>> = batch.iter().map(|b| IoSlice::new(b)).collect();
-        match write(&slices) {
+        // On the stack: the hot path does not allocate per write.
+        let mut slices = [IoSlice::new(&[]); MAX_IOV];
+        let n = batch.len().min(MAX_IOV);
+        for (s, b) in slices.iter_mut().zip(batch.iter()) {
+            *s = IoSlice::new(b);
+        }
+        match write(&slices[..n]) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => {
                 total += n;
