@@ -3,6 +3,13 @@
 //! any connection. A handler returns `Err(Error::failure(..))` for a typed
 //! failure its method declares; any other error, or a panic, reaches the
 //! caller as that call's error only (a panic becomes a `defect`).
+//!
+//! Each call's handler runs in its own task. In low-latency mode it is
+//! first polled once on the connection's reader, so a handler that answers
+//! without waiting costs no task at all; the flip side is that a handler
+//! that computes for long before its first `.await` holds up the other
+//! calls on that connection meanwhile. Put such work in
+//! `tokio::task::spawn_blocking` (or use efficient mode).
 
 use std::collections::HashMap;
 use std::future::Future;
