@@ -60,10 +60,7 @@ where
                 "roles": ["client", "provider"], "transports": ["memory", "child", "unix", "tcp"],
             })),
             "serve" => match serve(transport, &address, &memory, &events).await {
-                Ok((addr, c)) => {
-                    conn = c.or(conn);
-                    events.send(json!({"event": "ready", "address": addr}));
-                }
+                Ok(addr) => events.send(json!({"event": "ready", "address": addr})),
                 Err(e) => events.send(json!({"event": "error", "code": "unavailable", "message": e})),
             },
             "connect" => match connect(transport, &address, &memory).await {
@@ -118,27 +115,21 @@ fn parent() -> Result<DynTransport, String> {
     }
 }
 
-/// Offers the conformance service; returns the address and, for one-shot
-/// transports, the connection to keep.
-async fn serve(
-    transport: &str,
-    address: &str,
-    memory: &Mutex<Option<DynTransport>>,
-    events: &Events,
-) -> Result<(String, Option<Connection>), String> {
+/// Offers the conformance service; returns the address it serves on.
+async fn serve(transport: &str, address: &str, memory: &Mutex<Option<DynTransport>>, events: &Events) -> Result<String, String> {
     let config = config();
     let provider = || service::provider(events.clone());
     match transport {
         "unix" => {
             let l = unix::UnixListener::bind(address).map_err(|e| e.to_string())?;
             tokio::spawn(provider().serve(l, config));
-            Ok((address.to_string(), None))
+            Ok(address.to_string())
         }
         "tcp" => {
             let l = tcp::TcpListener::bind(address).await.map_err(|e| e.to_string())?;
             let addr = l.local_addr().map_err(|e| e.to_string())?.to_string();
             tokio::spawn(provider().serve(l, config));
-            Ok((addr, None))
+            Ok(addr)
         }
         "child" | "memory" => {
             let t = if transport == "child" { parent()? } else { take(memory)? };
@@ -150,7 +141,7 @@ async fn serve(
                     c.closed().await;
                 }
             });
-            Ok((transport.to_string(), None))
+            Ok(transport.to_string())
         }
         other => Err(format!("unsupported transport {other:?}")),
     }
