@@ -57,6 +57,8 @@ impl Invocation {
 
 struct Method {
     info: MethodInfo,
+    /// The name once more, shared by every call's context.
+    name: Arc<str>,
     handler: Box<HandlerFn>,
 }
 
@@ -105,7 +107,7 @@ impl Provider {
     fn add(mut self, name: &str, kind: Kind, input: Value, output: Value, handler: Box<HandlerFn>) -> Provider {
         assert!(!name.is_empty() && name.len() <= 255, "method name must be 1-255 bytes: {name:?}");
         let info = MethodInfo { name: name.into(), kind, input, output, errors: None };
-        if self.methods.insert(name.into(), Method { info, handler }).is_none() {
+        if self.methods.insert(name.into(), Method { info, name: name.into(), handler }).is_none() {
             self.order.push(name.into());
         }
         self
@@ -290,7 +292,7 @@ pub(crate) fn on_request(
         }
         st.served.insert(id, Served { cancel: cancel.clone(), items: items_tx, recv, send_credit: out_credit.clone() });
     }
-    let ctx = CallContext { method: method.into(), id, deadline, cancel: cancel.clone(), peer: inner.peer.clone() };
+    let ctx = CallContext { method: m.name.clone(), id, deadline, cancel: cancel.clone(), peer: inner.peer.clone() };
     let inv = Invocation { ctx, input, inner: inner.clone(), in_parts, out_credit };
     let mut fut = CatchUnwind((m.handler)(inv));
     if inner.low_latency {

@@ -117,7 +117,7 @@ async fn main() -> ExitCode {
                 _ = shutdown_signal() => { tracing::info!("shutting down"); Ok(()) }
             },
         }
-    } else if std::env::var_os(ENV_FD).is_some() {
+    } else if transport::child::started_by_parent() {
         // Deliberately on stdout: the protocol runs on fd 3, so the parent
         // just logs this line (spec/PROTOCOL.md §10).
         println!(

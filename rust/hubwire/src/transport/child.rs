@@ -110,6 +110,12 @@ async fn forward_lines(stream: impl AsyncRead + Unpin, opts: SpawnOptions, which
     }
 }
 
+/// Whether this process was started by a hubwire parent (`HUBWIRE_FD` is
+/// set), before [`from_env`] takes the descriptor.
+pub fn started_by_parent() -> bool {
+    std::env::var_os(ENV_FD).is_some()
+}
+
 /// In a child started by [`spawn`] (or any parent following §10): the
 /// transport to the parent, or `None` if `HUBWIRE_FD` is not set.
 pub fn from_env() -> io::Result<Option<ChildTransport>> {
