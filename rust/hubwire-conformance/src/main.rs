@@ -85,6 +85,7 @@ async fn run(args: Args) -> Result<bool, String> {
     let mut cases = case::load_suites(&root.join("conformance/suites"))?;
     let yaml_cases = cases.len();
     cases.extend(case::reject_cases(&root.join("spec/vectors/reject.json"))?);
+    let vector_cases = cases.len() - yaml_cases;
     cases.retain(|c| report::glob(&args.cases, &c.name));
     let command: Vec<String> = args.testee.split_whitespace().map(String::from).collect();
     if command.is_empty() {
@@ -127,11 +128,13 @@ async fn run(args: Args) -> Result<bool, String> {
         }
     }
     println!(
-        "hubwire-conformance: {} {} ({} YAML cases + {} from reject vectors), roles {:?}, transports {:?}: {} runs",
+        "hubwire-conformance: {} {} ({} YAML cases + {} from reject vectors; {} match {:?}), roles {:?}, transports {:?}: {} runs",
         args.lang,
         hello["version"].as_str().unwrap_or("?"),
         yaml_cases,
-        cases.len().saturating_sub(yaml_cases.min(cases.len())),
+        vector_cases,
+        cases.len(),
+        args.cases,
         args.roles,
         transports,
         jobs.len()
