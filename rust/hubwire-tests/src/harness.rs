@@ -32,6 +32,8 @@ enum Peer {
 pub struct Harness {
     /// The client side.
     pub client: Connection,
+    /// Which transport it runs on.
+    pub setup: Setup,
     peer: Peer,
     /// Lines the child printed on stdout/stderr: (stream, line).
     pub logs: Arc<Mutex<Vec<(String, String)>>>,
@@ -103,7 +105,7 @@ impl Harness {
                 (c, Peer::Child(proc_), None)
             }
         };
-        Harness { client, peer, logs, _dir: dir }
+        Harness { client, setup, peer, logs, _dir: dir }
     }
 
     /// A token unique to this harness: in-process providers share one

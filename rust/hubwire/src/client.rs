@@ -11,7 +11,7 @@ use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use crate::calls::{OutCall, OutSink};
-use crate::codec::{Codec, Message, Payload, Raw};
+use crate::codec::{Codec, Message, Payload};
 use crate::connection::Connection;
 use crate::stream::{CallGuard, ItemSink, Items, RecvWindow, StreamIn};
 use crate::{Code, Error};
@@ -227,9 +227,4 @@ async fn wait(rx: oneshot::Receiver<Result<Payload, Error>>, s: &Started) -> Res
 
 fn decode_output<O: Message>(p: Payload) -> Result<O, Error> {
     O::decode(p).map_err(|m| Error::new(Code::Internal, format!("cannot decode the response: {m}")))
-}
-
-/// Convenience: `Raw` from anything that becomes `Bytes`.
-pub fn raw(b: impl Into<Bytes>) -> Raw {
-    Raw(b.into())
 }

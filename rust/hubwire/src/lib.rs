@@ -46,7 +46,7 @@ pub mod transport;
 pub mod wait;
 mod writer;
 
-pub use client::{raw, CallOptions, ClientStream};
+pub use client::{CallOptions, ClientStream};
 pub use codec::{Codec, Message, Payload, Raw};
 pub use connection::{Config, Connection};
 pub use context::CallContext;
