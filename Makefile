@@ -17,7 +17,18 @@ LOCKED := $(if $(filter true 1 yes,$(CI)),--locked,)
 TARGET_DIR := $(abspath $(if $(CARGO_TARGET_DIR),$(if $(filter /%,$(CARGO_TARGET_DIR)),,$(RUST_DIR)/)$(CARGO_TARGET_DIR),$(RUST_DIR)/target))
 BIN := $(TARGET_DIR)/debug
 
-.PHONY: help deps build test conformance run bench fmt lint clean check-cargo
+.PHONY: help deps build test conformance run bench fmt lint clean check-cargo test-rust
+
+# Each part of the project outside the Rust workspace (an SDK, the bench
+# suite) keeps its targets in mk/<part>.mk and adds itself to these lists:
+#   DEPS_STEPS   targets `make deps` runs after the Rust dependencies
+#   TEST_STEPS   targets `make test` runs, in order; each prints a closing
+#                line "<name>: N passed, N failed" (see scripts/test-summary.awk)
+#   BENCH_STEPS  targets `make bench` runs
+DEPS_STEPS :=
+TEST_STEPS := test-rust conformance
+BENCH_STEPS :=
+include $(sort $(wildcard mk/*.mk))
 
 help: ## Show this list of targets (the default)
 	@echo "Usage: make <target>   (CARGO=$(CARGO); CI=true adds --locked)"
@@ -33,19 +44,27 @@ check-cargo:
 	  exit 1; \
 	fi
 
-deps: check-cargo ## Check the toolchain and fetch the Rust dependencies (idempotent)
+deps: check-cargo ## Check the toolchains and fetch every dependency (idempotent)
 	cd $(RUST_DIR) && $(CARGO) fetch $(LOCKED)
+	@for step in $(DEPS_STEPS); do $(MAKE) --no-print-directory $$step || exit 1; done
 
 build: check-cargo ## Build every crate in the workspace (debug)
 	cd $(RUST_DIR) && $(CARGO) build --workspace $(LOCKED)
 
-test: deps ## Run every test: unit, vectors, behaviour suite, bad input, conformance
+test: deps ## Run every test (every step of TEST_STEPS, even after one fails) and total them
 	@mkdir -p $(TARGET_DIR)
 	@set -o pipefail; { \
-	  cd $(RUST_DIR) && $(CARGO) test --workspace $(LOCKED) 2>&1 && cd .. && \
-	  $(MAKE) --no-print-directory conformance; \
+	  failed=""; \
+	  for step in $(TEST_STEPS); do \
+	    echo "== make $$step"; \
+	    $(MAKE) --no-print-directory $$step 2>&1 || failed="$$failed $$step"; \
+	  done; \
+	  if [ -n "$$failed" ]; then echo "steps that failed:$$failed"; exit 1; fi; \
 	} | tee $(TARGET_DIR)/test.log
 	@awk -f scripts/test-summary.awk $(TARGET_DIR)/test.log
+
+test-rust: check-cargo ## Run the Rust tests: unit, vectors, behaviour suite, bad input, hub, examples
+	cd $(RUST_DIR) && $(CARGO) test --workspace $(LOCKED)
 
 conformance: build ## Run the conformance suite: Rust as client and provider, every transport, both wait modes
 	@echo "== conformance, wait mode efficient"
@@ -75,8 +94,9 @@ run: build ## Run the example provider and client (the hub comes later)
 	"$(BIN)/example-client" --spawn "$(BIN)/example-provider"; \
 	echo; echo "== all example calls succeeded"
 
-bench: check-cargo ## Run the Rust benchmarks (crate hubwire-bench, bench/rust)
+bench: check-cargo ## Run the Rust benchmarks (crate hubwire-bench, bench/rust), then every BENCH_STEPS
 	cd $(RUST_DIR) && $(CARGO) bench -p hubwire-bench $(LOCKED)
+	@for step in $(BENCH_STEPS); do $(MAKE) --no-print-directory $$step || exit 1; done
 
 fmt: check-cargo ## Format all Rust code in place
 	cd $(RUST_DIR) && $(CARGO) fmt --all

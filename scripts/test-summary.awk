@@ -1,6 +1,6 @@
 # Totals the test runners' own closing lines in a `make test` log:
 #   cargo:        "test result: ok. 12 passed; 0 failed; 0 ignored; ..."
-#   conformance:  "conformance: 580 passed, 0 failed"
+#   any other:    "<name>: 580 passed, 0 failed" (conformance, ts, ...)
 # and prints one plain line, "total: N passed, N failed".
 /^test result: / {
     for (i = 1; i <= NF; i++) {
@@ -8,9 +8,9 @@
         if ($i ~ /^failed;?$/) failed += $(i - 1)
     }
 }
-/^conformance: [0-9]+ passed, [0-9]+ failed$/ {
-    passed += $2
-    failed += $4
+/^[a-z][a-z0-9 _-]*: [0-9]+ passed, [0-9]+ failed$/ && $1 != "total:" {
+    passed += $(NF - 3)
+    failed += $(NF - 1)
 }
 END {
     if (passed + failed == 0) { print "total: no tests ran"; exit 1 }
