@@ -44,6 +44,32 @@ impl CallOptions {
     }
 }
 
+/// A call of any kind started by [`Connection::call_any`].
+pub struct AnyCall {
+    /// Where the caller's items go (client_stream, bidi); `finish` sends END.
+    pub sink: Option<ItemSink<Payload>>,
+    /// The callee's items (server_stream, bidi); the stream's end is the
+    /// call's end.
+    pub items: Option<Items<Payload>>,
+    once: Option<oneshot::Receiver<Result<Payload, Error>>>,
+    started: Started,
+}
+
+impl AnyCall {
+    /// The single response of a unary or client_stream call. For the
+    /// streaming-out kinds the end of [`AnyCall::items`] is the answer, and
+    /// this fails with `internal`.
+    pub async fn response(self) -> Result<Payload, Error> {
+        let AnyCall { sink, once, started, .. } = self;
+        let Some(rx) = once else {
+            return Err(Error::new(Code::Internal, "this call kind answers through its item stream"));
+        };
+        let r = wait(rx, &started).await;
+        drop(sink);
+        r
+    }
+}
+
 /// A call in flight, between registration and its end.
 struct Started {
     guard: Arc<CallGuard>,
@@ -142,6 +168,27 @@ impl Connection {
         let started =
             self.begin(method, Kind::Bidi, &empty(opts), opts, OutSink::Stream(tx), Some(credit.clone()), Some(window.clone())).await?;
         Ok((self.sink(opts, credit, &started), self.items(rx, window, &started)))
+    }
+
+    /// A call of any kind with payloads as they travel, for routers: the
+    /// input stream (client_stream, bidi), the output stream
+    /// (server_stream, bidi), and for unary and client_stream the single
+    /// response. Dropping every part before the end cancels the call.
+    pub async fn call_any(&self, method: &str, kind: Kind, input: Payload, opts: &CallOptions) -> Result<AnyCall, Error> {
+        let credit = kind.streams_in().then(|| Arc::new(Semaphore::new(self.peer().window as usize)));
+        let window = kind.streams_out().then(|| RecvWindow::new(self.inner().local.window));
+        let (out, once, stream_rx) = if kind.streams_out() {
+            let (tx, rx) = mpsc::unbounded_channel();
+            (OutSink::Stream(tx), None, Some(rx))
+        } else {
+            let (tx, rx) = oneshot::channel();
+            (OutSink::Once(tx), Some(rx), None)
+        };
+        let started = self.begin(method, kind, &input, opts, out, credit.clone(), window.clone()).await?;
+        let codec = Some(input.codec);
+        let sink = credit.map(|c| self.sink(&CallOptions { codec, ..opts.clone() }, c, &started));
+        let items = stream_rx.zip(window).map(|(rx, w)| self.items(rx, w, &started));
+        Ok(AnyCall { sink, items, once, started })
     }
 
     fn items<O: Message>(&self, rx: mpsc::UnboundedReceiver<crate::calls::Event>, window: Arc<RecvWindow>, s: &Started) -> Items<O> {

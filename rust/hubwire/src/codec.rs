@@ -65,6 +65,31 @@ pub trait Message: Sized + Send + 'static {
     fn schema() -> Value {
         json!({})
     }
+
+    /// The codec this value is already encoded in, if it carries one (a
+    /// [`Payload`] does): it then travels with that codec whatever the
+    /// stream's.
+    fn codec_of(&self) -> Option<Codec> {
+        None
+    }
+}
+
+/// A payload passes through as it is, codec and all: for routers, which
+/// move calls between connections without decoding them.
+impl Message for Payload {
+    const RAW: bool = false;
+
+    fn encode(&self, _codec: Codec) -> Result<Bytes, String> {
+        Ok(self.bytes.clone())
+    }
+
+    fn decode(payload: Payload) -> Result<Self, String> {
+        Ok(payload)
+    }
+
+    fn codec_of(&self) -> Option<Codec> {
+        Some(self.codec)
+    }
 }
 
 impl Message for Raw {

@@ -14,6 +14,7 @@
 //! | `calls` | the call table |
 //! | `client` | calling: unary, server/client/bidi streams, deadlines |
 //! | `provider` | serving: handlers, failures vs defects, panics |
+//! | [`router`] | [`Router`](router::Router): serving calls by passing them on (the hub) |
 //! | `stream` | [`Items`] and [`ItemSink`]: flow-controlled streams |
 //! | [`codec`] | [`Raw`] bytes, MessagePack and JSON payloads |
 //! | [`errors`] | [`Error`] and the status [`Code`] table |
@@ -41,12 +42,13 @@ mod context;
 pub mod errors;
 mod provider;
 mod reader;
+pub mod router;
 mod stream;
 pub mod transport;
 pub mod wait;
 mod writer;
 
-pub use client::{CallOptions, ClientStream};
+pub use client::{AnyCall, CallOptions, ClientStream};
 pub use codec::{Codec, Message, Payload, Raw};
 pub use connection::{Config, Connection};
 pub use context::CallContext;

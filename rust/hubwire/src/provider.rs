@@ -27,6 +27,7 @@ use tokio::time::Instant;
 use crate::calls::{CancelSignal, Served};
 use crate::codec::{Message, Payload};
 use crate::connection::{Config, Connection, Inner};
+use crate::router::{Routed, Router};
 use crate::stream::{ItemSink, Items, RecvWindow, StreamIn};
 use crate::transport::{self, Listener};
 use crate::{CallContext, Code, Error};
@@ -67,6 +68,8 @@ pub struct Provider {
     name: String,
     methods: HashMap<String, Method>,
     order: Vec<String>,
+    /// Serves the calls no method of ours matches (the hub).
+    router: Option<Arc<dyn Router>>,
 }
 
 fn decode_input<I: Message>(method: &str, p: Payload) -> Result<I, Error> {
@@ -96,7 +99,7 @@ fn encode_output<O: Message>(out: &O, wanted: crate::Codec) -> Result<Option<Pay
 impl Provider {
     /// An empty provider called `name`.
     pub fn new(name: impl Into<String>) -> Provider {
-        Provider { name: name.into(), methods: HashMap::new(), order: Vec::new() }
+        Provider { name: name.into(), methods: HashMap::new(), order: Vec::new(), router: None }
     }
 
     /// The provider's name.
@@ -106,7 +109,7 @@ impl Provider {
 
     fn add(mut self, name: &str, kind: Kind, input: Value, output: Value, handler: Box<HandlerFn>) -> Provider {
         assert!(!name.is_empty() && name.len() <= 255, "method name must be 1-255 bytes: {name:?}");
-        let info = MethodInfo { name: name.into(), kind, input, output, errors: None };
+        let info = MethodInfo { name: name.into(), kind, input, output, errors: None, doc: None };
         if self.methods.insert(name.into(), Method { info, name: name.into(), handler }).is_none() {
             self.order.push(name.into());
         }
@@ -200,8 +203,24 @@ impl Provider {
         self
     }
 
+    /// Sets a method's one-line description, advertised in HELLO.
+    pub fn doc(mut self, name: &str, text: impl Into<String>) -> Provider {
+        let m = self.methods.get_mut(name).unwrap_or_else(|| panic!("doc: no method {name:?}"));
+        m.info.doc = Some(text.into());
+        self
+    }
+
+    /// Hands every call for a method this provider does not have to
+    /// `router` (see `router.rs`); its methods are advertised after ours.
+    pub fn router(mut self, router: Arc<dyn Router>) -> Provider {
+        self.router = Some(router);
+        self
+    }
+
     pub(crate) fn method_infos(&self) -> Vec<MethodInfo> {
-        self.order.iter().map(|n| self.methods[n].info.clone()).collect()
+        let own = self.order.iter().map(|n| self.methods[n].info.clone());
+        let routed = self.router.iter().flat_map(|r| r.methods()).filter(|m| !self.methods.contains_key(&m.name));
+        own.chain(routed).collect()
     }
 
     /// Accepts connections on `listener` forever, serving these methods on
@@ -256,11 +275,13 @@ pub(crate) fn on_request(
         Ok(false)
     };
     let provider = inner.config.provider.clone();
-    let Some(m) = provider.as_ref().and_then(|p| p.methods.get(&method)) else {
+    let own = provider.as_ref().and_then(|p| p.methods.get(&method));
+    let router = provider.as_ref().and_then(|p| p.router.clone());
+    if own.is_none() && router.is_none() {
         let offered: Vec<&str> = provider.as_ref().map(|p| p.order.iter().map(|s| s.as_str()).collect()).unwrap_or_default();
         return refuse(Code::UnknownMethod, format!("unknown method {method:?}; offered: {offered:?}"));
-    };
-    if m.info.kind != kind {
+    }
+    if let Some(m) = own.filter(|m| m.info.kind != kind) {
         return refuse(Code::InvalidArgument, format!("method {method:?} is {}, called as {}", m.info.kind.name(), kind.name()));
     }
     let deadline = (timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
@@ -292,9 +313,18 @@ pub(crate) fn on_request(
         }
         st.served.insert(id, Served { cancel: cancel.clone(), items: items_tx, recv, send_credit: out_credit.clone() });
     }
-    let ctx = CallContext { method: m.name.clone(), id, deadline, cancel: cancel.clone(), peer: inner.peer.clone() };
-    let inv = Invocation { ctx, input, inner: inner.clone(), in_parts, out_credit };
-    let mut fut = CatchUnwind((m.handler)(inv));
+    let name = own.map(|m| m.name.clone()).unwrap_or_else(|| method.as_str().into());
+    let ctx = CallContext { method: name, id, deadline, cancel: cancel.clone(), peer: inner.peer.clone() };
+    let mut inv = Invocation { ctx, input, inner: inner.clone(), in_parts, out_credit };
+    let mut fut = CatchUnwind(match (own, router) {
+        (Some(m), _) => (m.handler)(inv),
+        (None, Some(router)) => {
+            let items = kind.streams_in().then(|| inv.items::<Payload>());
+            let sink = kind.streams_out().then(|| inv.sink::<Payload>());
+            router.route(Routed { ctx: inv.ctx, kind, input: inv.input, items, sink })
+        }
+        (None, None) => unreachable!("refused above"),
+    });
     if inner.low_latency {
         // Poll once right here: a handler that answers at once (most do)
         // costs no task, no wake-up and no trip through the scheduler. One

@@ -167,11 +167,12 @@ impl<T: Message> ItemSink<T> {
 
     /// Sends one item, waiting for credit if the receiver is behind.
     pub async fn send(&self, item: &T) -> Result<(), Error> {
-        let bytes = item.encode(self.codec).map_err(|e| Error::new(self.encode_code(), format!("cannot encode item: {e}")))?;
-        self.send_bytes(bytes).await
+        let codec = item.codec_of().unwrap_or(self.codec);
+        let bytes = item.encode(codec).map_err(|e| Error::new(self.encode_code(), format!("cannot encode item: {e}")))?;
+        self.send_bytes(codec, bytes).await
     }
 
-    async fn send_bytes(&self, bytes: Bytes) -> Result<(), Error> {
+    async fn send_bytes(&self, codec: Codec, bytes: Bytes) -> Result<(), Error> {
         if let Err(e) = self.inner.check_size(bytes.len(), "item") {
             if self.guard.is_some() {
                 self.inner.cancel_out(self.id);
@@ -197,7 +198,7 @@ impl<T: Message> ItemSink<T> {
             Err(_) => return Err(Error::cancelled("the call has ended; no more items can be sent")),
         }
         self.inner.writer.ready().await;
-        self.inner.send_item(self.id, self.codec, &bytes)
+        self.inner.send_item(self.id, codec, &bytes)
     }
 
     /// A caller's sink: no more items (sends END). The call goes on until

@@ -1,0 +1,119 @@
+//! Routing: serving methods a provider does not implement itself by
+//! passing each call on to another connection, payloads untouched. This is
+//! what the hub is made of: a [`Router`] on the connections it accepts
+//! (set with [`Provider::router`](crate::Provider::router)), and
+//! [`Routed::forward`] onto the connection of the provider it picked.
+//!
+//! Nothing is decoded on the way: payloads keep their codec, items flow
+//! under each hop's own credit (so a slow consumer slows the producer end
+//! to end, with at most a window buffered per hop), and dropping the
+//! routed call's future (the caller cancelled, or its deadline passed)
+//! drops the onward call, which sends CANCEL to the provider.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use hubwire_frame::{Kind, MethodInfo};
+
+use crate::client::CallOptions;
+use crate::codec::Payload;
+use crate::connection::Connection;
+use crate::context::CallContext;
+use crate::stream::{ItemSink, Items};
+use crate::{Code, Error};
+
+/// The future a router returns for one call: the RESPONSE payload (none
+/// for the streaming-out kinds) or the call's error.
+pub type RouteFuture = Pin<Box<dyn Future<Output = Result<Option<Payload>, Error>> + Send>>;
+
+/// Serves the calls a provider has no handler of its own for.
+pub trait Router: Send + Sync + 'static {
+    /// The methods routed, advertised in HELLO after the provider's own.
+    /// Asked once as each connection starts.
+    fn methods(&self) -> Vec<MethodInfo>;
+
+    /// Serves one call, whatever its method: a router answers
+    /// `unknown_method` (or a kind mismatch with `invalid_argument`) itself.
+    fn route(&self, call: Routed) -> RouteFuture;
+}
+
+/// One call handed to a [`Router`].
+pub struct Routed {
+    /// The call's context: method, deadline, cancellation, caller.
+    pub ctx: CallContext,
+    /// The kind the caller asked for.
+    pub kind: Kind,
+    /// The REQUEST payload, as it arrived.
+    pub input: Payload,
+    /// The caller's items (client_stream, bidi).
+    pub items: Option<Items<Payload>>,
+    /// Where our items to the caller go (server_stream, bidi).
+    pub sink: Option<ItemSink<Payload>>,
+}
+
+impl Routed {
+    /// Passes the call on to `conn` and relays everything back: items both
+    /// ways, the end of the inputs, and the answer. `opts` should carry
+    /// what is left of the caller's deadline (see [`Routed::remaining`]).
+    pub async fn forward(self, conn: &Connection, opts: &CallOptions) -> Result<Option<Payload>, Error> {
+        let Routed { ctx, kind, input, items, sink } = self;
+        if kind == Kind::Unary {
+            return conn.call_payload(ctx.method(), input, opts).await.map(Some);
+        }
+        let mut call = conn.call_any(ctx.method(), kind, input, opts).await?;
+        let inputs = relay_inputs(items, call.sink.take());
+        match (call.items.take(), sink) {
+            // client_stream: inputs go up until the answer comes (a callee
+            // may answer before the caller's END).
+            (None, _) => alongside(inputs, call.response()).await.map(Some),
+            // server_stream and bidi: the end of the outputs is the answer.
+            (Some(outputs), Some(sink)) => alongside(inputs, relay_outputs(outputs, sink)).await.map(|()| None),
+            (Some(_), None) => Err(Error::new(Code::Internal, "routed stream call without a sink for its outputs")),
+        }
+    }
+
+    /// What is left of the caller's deadline, as options for the onward
+    /// call (`None` when the caller set none).
+    pub fn remaining(&self) -> CallOptions {
+        let timeout = self.ctx.deadline().map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
+        CallOptions { timeout, codec: None }
+    }
+}
+
+/// Runs `inputs` beside `answer` until `answer` completes; an error
+/// relaying the inputs ends the call early.
+async fn alongside<T>(inputs: impl Future<Output = Result<(), Error>>, answer: impl Future<Output = Result<T, Error>>) -> Result<T, Error> {
+    tokio::pin!(inputs, answer);
+    let mut inputs_done = false;
+    loop {
+        tokio::select! {
+            r = &mut answer => return r,
+            r = &mut inputs, if !inputs_done => {
+                r?;
+                inputs_done = true;
+            }
+        }
+    }
+}
+
+/// Caller's items → the onward call, then END. Once the onward call has
+/// ended (it answered early), its answer says how the call ended, so this
+/// just stops.
+async fn relay_inputs(items: Option<Items<Payload>>, up: Option<ItemSink<Payload>>) -> Result<(), Error> {
+    let (Some(mut items), Some(up)) = (items, up) else { return Ok(()) };
+    while let Some(p) = items.next().await? {
+        if up.send(&p).await.is_err() {
+            return Ok(());
+        }
+    }
+    let _ = up.finish();
+    Ok(())
+}
+
+/// The onward call's items → the caller, until the onward call ends.
+async fn relay_outputs(mut outputs: Items<Payload>, sink: ItemSink<Payload>) -> Result<(), Error> {
+    while let Some(p) = outputs.next().await? {
+        sink.send(&p).await?;
+    }
+    Ok(())
+}
