@@ -1,0 +1,211 @@
+//! The commands for people: `hubwire call`, `hubwire list`,
+//! `hubwire status`. Each dials the hub like any client (the hub's own
+//! methods `hubwire.status` and `hubwire.methods` carry the tables), so
+//! what they show is what every client sees.
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bytes::Bytes;
+use hubwire::transport::{tcp, unix};
+use hubwire::{CallOptions, Codec, Config, Connection, Error, Kind, Payload};
+
+use crate::status::{self, MethodRow, Status};
+
+/// Where the hub listens, as given on the command line or found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HubAddr {
+    /// A Unix socket path.
+    Unix(PathBuf),
+    /// host:port.
+    Tcp(String),
+}
+
+impl std::fmt::Display for HubAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HubAddr::Unix(p) => write!(f, "unix:{}", p.display()),
+            HubAddr::Tcp(a) => write!(f, "tcp:{a}"),
+        }
+    }
+}
+
+/// Parses `unix:PATH`, `tcp:HOST:PORT`, or a bare path.
+pub fn parse_addr(s: &str) -> HubAddr {
+    match s.split_once(':') {
+        Some(("unix", p)) => HubAddr::Unix(p.into()),
+        Some(("tcp", a)) => HubAddr::Tcp(a.into()),
+        _ => HubAddr::Unix(s.into()),
+    }
+}
+
+/// Finds the hub: `--hub`, then `$HUBWIRE_HUB`, then the config file's
+/// `[hub]` unix (or tcp) listener.
+pub fn find_hub(flag: Option<&str>, config: &Path) -> Result<HubAddr, String> {
+    if let Some(a) = flag {
+        return Ok(parse_addr(a));
+    }
+    if let Ok(a) = std::env::var("HUBWIRE_HUB") {
+        return Ok(parse_addr(&a));
+    }
+    if !config.exists() {
+        return Err(format!("no hub address: pass --hub unix:PATH (or set HUBWIRE_HUB), or run where {} is", config.display()));
+    }
+    let cfg = crate::config::load(config).map_err(|e| e.to_string())?;
+    match (cfg.hub.unix, cfg.hub.tcp) {
+        (Some(p), _) => Ok(HubAddr::Unix(p)),
+        (None, Some(t)) => Ok(HubAddr::Tcp(t.value)),
+        (None, None) => Err(format!("{} has no unix or tcp listener to reach the hub by; pass --hub", config.display())),
+    }
+}
+
+/// Dials the hub.
+pub async fn connect(addr: &HubAddr) -> Result<Connection, String> {
+    let config = Config::new("hubwire-cli");
+    let hint = "is `hubwire hub` running?";
+    let r = match addr {
+        HubAddr::Unix(p) => match unix::connect(p).await {
+            Ok(t) => Connection::dial(t, &config).await,
+            Err(e) => return Err(format!("cannot reach the hub at {addr}: {e} ({hint})")),
+        },
+        HubAddr::Tcp(a) => match tcp::connect(a.as_str()).await {
+            Ok(t) => Connection::dial(t, &config).await,
+            Err(e) => return Err(format!("cannot reach the hub at {addr}: {e} ({hint})")),
+        },
+    };
+    r.map_err(|e| format!("handshake with the hub at {addr} failed: {e}"))
+}
+
+/// What `hubwire call` was asked.
+pub struct CallArgs {
+    /// The method.
+    pub method: String,
+    /// JSON input (unary, server_stream); stdin lines for input streams.
+    pub input: Option<String>,
+    /// Raw bytes in and out: from this file (`-` for stdin).
+    pub raw: Option<String>,
+    /// Deadline.
+    pub timeout: Option<Duration>,
+}
+
+fn describe(e: &Error) -> String {
+    let detail = e.detail().map(|p| format!(" {}", String::from_utf8_lossy(&p.bytes))).unwrap_or_default();
+    format!("{}: {}{detail}", e.code().name(), e.message())
+}
+
+fn pretty(p: &Payload) -> String {
+    match p.codec {
+        Codec::Json => serde_json::from_slice::<serde_json::Value>(&p.bytes)
+            .map(|v| serde_json::to_string(&v).unwrap_or_default())
+            .unwrap_or_else(|_| String::from_utf8_lossy(&p.bytes).into()),
+        Codec::Msgpack => rmp_serde::from_slice::<serde_json::Value>(&p.bytes).map(|v| v.to_string()).unwrap_or_else(|e| format!("<msgpack: {e}>")),
+        Codec::Raw => String::from_utf8_lossy(&p.bytes).into(),
+    }
+}
+
+/// Runs `hubwire call`: prints the result (or one line per item) on stdout.
+pub async fn call(conn: &Connection, args: CallArgs) -> Result<(), String> {
+    let kind = conn.peer().method(&args.method).map_or(Kind::Unary, |m| m.kind);
+    let opts = CallOptions { timeout: args.timeout, codec: None };
+    let (codec, input) = match &args.raw {
+        Some(path) => (Codec::Raw, Bytes::from(read_input(path)?)),
+        None if kind.streams_in() => (Codec::Json, Bytes::new()),
+        None => {
+            let text = args.input.clone().unwrap_or_else(|| "null".into());
+            serde_json::from_str::<serde::de::IgnoredAny>(&text).map_err(|e| format!("the input is not JSON: {e}: {text}"))?;
+            (Codec::Json, Bytes::from(text))
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let mut print = |p: &Payload| -> Result<(), String> {
+        if p.codec == Codec::Raw && args.raw.is_some() {
+            out.write_all(&p.bytes).map_err(|e| e.to_string())
+        } else {
+            writeln!(out, "{}", pretty(p)).map_err(|e| e.to_string())
+        }
+    };
+    if kind == Kind::Unary {
+        let r = conn.call_payload(&args.method, Payload { codec, bytes: input }, &opts).await.map_err(|e| describe(&e))?;
+        return print(&r);
+    }
+    let mut c = conn.call_any(&args.method, kind, Payload { codec, bytes: input }, &opts).await.map_err(|e| describe(&e))?;
+    if let Some(sink) = c.sink.take() {
+        let lines = stdin_lines(args.input.as_deref())?;
+        tokio::spawn(async move {
+            for l in lines {
+                if sink.send(&Payload { codec: Codec::Json, bytes: l.into() }).await.is_err() {
+                    return;
+                }
+            }
+            let _ = sink.finish();
+        });
+    }
+    match c.items.take() {
+        Some(mut items) => {
+            while let Some(p) = items.next().await.map_err(|e| describe(&e))? {
+                print(&p)?;
+            }
+            Ok(())
+        }
+        None => print(&c.response().await.map_err(|e| describe(&e))?),
+    }
+}
+
+fn read_input(path: &str) -> Result<Vec<u8>, String> {
+    let mut v = Vec::new();
+    if path == "-" {
+        std::io::stdin().read_to_end(&mut v).map_err(|e| format!("cannot read stdin: {e}"))?;
+    } else {
+        v = std::fs::read(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+    }
+    Ok(v)
+}
+
+/// Items for an input stream: the JSON argument's lines, or stdin's.
+fn stdin_lines(arg: Option<&str>) -> Result<Vec<String>, String> {
+    let text = match arg {
+        Some(a) => a.to_string(),
+        None if std::io::stdin().is_terminal() => {
+            eprintln!("(reading items from stdin, one JSON value per line; end with Ctrl-D)");
+            String::from_utf8(read_input("-")?).map_err(|e| e.to_string())?
+        }
+        None => String::from_utf8(read_input("-")?).map_err(|e| e.to_string())?,
+    };
+    let mut items = Vec::new();
+    for (i, l) in text.lines().map(str::trim).enumerate().filter(|(_, l)| !l.is_empty()) {
+        serde_json::from_str::<serde::de::IgnoredAny>(l).map_err(|e| format!("input line {}: not JSON: {e}", i + 1))?;
+        items.push(l.to_string());
+    }
+    Ok(items)
+}
+
+/// Runs `hubwire list`.
+pub async fn list(conn: &Connection, as_json: bool) -> Result<(), String> {
+    let rows: Vec<MethodRow> = conn.call(status::METHODS_METHOD, &()).await.map_err(|e| describe(&e))?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default());
+        return Ok(());
+    }
+    let w = |f: fn(&MethodRow) -> usize, min: usize| rows.iter().map(f).max().unwrap_or(0).max(min);
+    let (wn, wk, wp) = (w(|r| r.name.len(), 6), w(|r| r.kind.len(), 4), w(|r| r.provider.len(), 8));
+    println!("{:<wn$}  {:<wk$}  {:<wp$}  DESCRIPTION", "METHOD", "KIND", "PROVIDER");
+    for r in &rows {
+        println!("{:<wn$}  {:<wk$}  {:<wp$}  {}", r.name, r.kind, r.provider, r.doc.as_deref().unwrap_or("-"));
+    }
+    if rows.is_empty() {
+        println!("(no methods yet: no provider has finished its handshake)");
+    }
+    Ok(())
+}
+
+/// Runs `hubwire status`.
+pub async fn status(conn: &Connection, as_json: bool) -> Result<(), String> {
+    let s: Status = conn.call(status::STATUS_METHOD, &()).await.map_err(|e| describe(&e))?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
+    } else {
+        print!("{}", status::table(&s));
+    }
+    Ok(())
+}

@@ -1,0 +1,280 @@
+//! Who offers what: providers, their replicas, and the method table the
+//! router reads on every call.
+//!
+//! A method belongs to the first provider that advertises it in its HELLO;
+//! a second provider advertising the same name is refused (marked failed,
+//! with both names in the reason), because routing a name to two different
+//! programs would be a silent lottery. Routes outlive restarts: while a
+//! provider is restarting its methods stay known, and calls wait for a
+//! replica rather than fail with `unknown_method`.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+
+use hubwire::{Connection, MethodInfo};
+use tokio::sync::{Notify, Semaphore};
+
+use crate::config::ProviderConfig;
+use crate::metrics::Metrics;
+
+/// Method names starting with this are the hub's own.
+pub const RESERVED_PREFIX: &str = "hubwire.";
+
+/// Lines of a replica's stderr kept for `hubwire status`.
+pub const STDERR_TAIL: usize = 10;
+
+/// Where a replica is in its life.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Spawning or dialling, then the handshake.
+    Starting,
+    /// Handshake done: takes calls.
+    Ready,
+    /// Died; waits out its backoff before starting again.
+    Backoff,
+    /// Gave up: crash loop, or a conflict. The reason says which.
+    Failed(String),
+    /// The hub is shutting down.
+    Stopped,
+}
+
+impl Phase {
+    /// One word for tables.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Phase::Starting => "starting",
+            Phase::Ready => "ready",
+            Phase::Backoff => "restarting",
+            Phase::Failed(_) => "failed",
+            Phase::Stopped => "stopped",
+        }
+    }
+}
+
+/// The mutable part of a replica.
+pub struct ReplicaState {
+    /// Where it is.
+    pub phase: Phase,
+    /// Its connection while ready.
+    pub conn: Option<Connection>,
+    /// Its process id, for spawned providers.
+    pub pid: Option<u32>,
+    /// Restarts so far.
+    pub restarts: u32,
+    /// How its last run ended.
+    pub last_exit: Option<String>,
+    /// Its last lines on stderr.
+    pub stderr: VecDeque<String>,
+}
+
+/// One process (or connection) of a provider's pool.
+pub struct Replica {
+    /// 0-based index in the pool.
+    pub index: usize,
+    /// Phase, connection, restarts.
+    pub state: Mutex<ReplicaState>,
+    /// Calls routed to it and not yet answered.
+    pub in_flight: AtomicUsize,
+    /// What it has served.
+    pub metrics: Metrics,
+}
+
+impl Replica {
+    fn new(index: usize) -> Replica {
+        Replica {
+            index,
+            state: Mutex::new(ReplicaState {
+                phase: Phase::Starting,
+                conn: None,
+                pid: None,
+                restarts: 0,
+                last_exit: None,
+                stderr: VecDeque::new(),
+            }),
+            in_flight: AtomicUsize::new(0),
+            metrics: Metrics::default(),
+        }
+    }
+
+    /// Keeps a line of stderr for `hubwire status`.
+    pub fn push_stderr(&self, line: &str) {
+        let mut st = self.state.lock().unwrap();
+        if st.stderr.len() == STDERR_TAIL {
+            st.stderr.pop_front();
+        }
+        st.stderr.push_back(line.to_string());
+    }
+}
+
+/// A provider: its config, its pool, and the gate that bounds its load.
+pub struct ProviderState {
+    /// From the config file.
+    pub config: ProviderConfig,
+    /// The pool.
+    pub replicas: Vec<Arc<Replica>>,
+    /// One permit per call allowed in flight (`max_in_flight`).
+    pub gate: Arc<Semaphore>,
+    /// Calls waiting for a permit (bounded by `queue`).
+    pub queued: AtomicUsize,
+    /// Signalled whenever a replica becomes ready or fails.
+    pub changed: Notify,
+    /// Set when the whole provider is refused (duplicate method).
+    pub refused: Mutex<Option<String>>,
+    /// Where the next pick starts, so that ties rotate over the pool.
+    next: AtomicUsize,
+}
+
+impl ProviderState {
+    /// The ready replica with the fewest calls in flight, and its connection.
+    pub fn pick(&self) -> Option<(Arc<Replica>, Connection)> {
+        let mut best: Option<(usize, &Arc<Replica>, Connection)> = None;
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let n = self.replicas.len();
+        for r in (0..n).map(|i| &self.replicas[(start + i) % n]) {
+            let load = r.in_flight.load(Ordering::Relaxed);
+            if best.as_ref().is_some_and(|(l, _, _)| *l <= load) {
+                continue;
+            }
+            let st = r.state.lock().unwrap();
+            if let (Phase::Ready, Some(c)) = (&st.phase, &st.conn) {
+                if !c.is_closed() {
+                    best = Some((load, r, c.clone()));
+                }
+            }
+        }
+        best.map(|(_, r, c)| (r.clone(), c))
+    }
+
+    /// Why no replica will ever be ready again, if so.
+    pub fn failed(&self) -> Option<String> {
+        if let Some(why) = self.refused.lock().unwrap().clone() {
+            return Some(why);
+        }
+        let mut reasons = Vec::new();
+        for r in &self.replicas {
+            match &r.state.lock().unwrap().phase {
+                Phase::Failed(why) => reasons.push(why.clone()),
+                Phase::Stopped => reasons.push("the hub is shutting down".into()),
+                _ => return None,
+            }
+        }
+        reasons.into_iter().next()
+    }
+}
+
+/// A routed method: who serves it and how it is called.
+#[derive(Clone)]
+pub struct Route {
+    /// The provider.
+    pub provider: Arc<ProviderState>,
+    /// As advertised.
+    pub info: MethodInfo,
+}
+
+/// Every provider and every method.
+pub struct Registry {
+    /// In config order.
+    pub providers: Vec<Arc<ProviderState>>,
+    routes: RwLock<HashMap<String, Route>>,
+    /// Method names in the order they were first registered.
+    order: Mutex<Vec<String>>,
+    /// Set on SIGTERM: supervisors stop restarting.
+    pub stopping: AtomicBool,
+    /// Signalled when `stopping` is set.
+    pub stop: Notify,
+    /// When the hub started.
+    pub started: Instant,
+}
+
+impl Registry {
+    /// A registry for these providers, each with its pool, nothing ready.
+    pub fn new(configs: &[ProviderConfig]) -> Registry {
+        let providers = configs
+            .iter()
+            .map(|c| {
+                Arc::new(ProviderState {
+                    replicas: (0..c.replicas).map(|i| Arc::new(Replica::new(i))).collect(),
+                    gate: Arc::new(Semaphore::new(c.max_in_flight)),
+                    queued: AtomicUsize::new(0),
+                    changed: Notify::new(),
+                    refused: Mutex::new(None),
+                    next: AtomicUsize::new(0),
+                    config: c.clone(),
+                })
+            })
+            .collect();
+        Registry {
+            providers,
+            routes: RwLock::new(HashMap::new()),
+            order: Mutex::new(Vec::new()),
+            stopping: AtomicBool::new(false),
+            stop: Notify::new(),
+            started: Instant::now(),
+        }
+    }
+
+    /// The route of a method.
+    pub fn route(&self, method: &str) -> Option<Route> {
+        self.routes.read().unwrap().get(method).cloned()
+    }
+
+    /// Every routed method, in registration order.
+    pub fn routes(&self) -> Vec<Route> {
+        let routes = self.routes.read().unwrap();
+        self.order.lock().unwrap().iter().filter_map(|m| routes.get(m).cloned()).collect()
+    }
+
+    /// Records the methods a replica of `provider` advertised. Fails with
+    /// the reason when one belongs to another provider or is reserved.
+    pub fn register(&self, provider: &Arc<ProviderState>, methods: &[MethodInfo]) -> Result<(), String> {
+        let mut routes = self.routes.write().unwrap();
+        for m in methods {
+            if m.name.starts_with(RESERVED_PREFIX) {
+                return Err(format!("method {:?} uses the prefix {RESERVED_PREFIX:?}, which is reserved for the hub", m.name));
+            }
+            if let Some(r) = routes.get(&m.name) {
+                if !Arc::ptr_eq(&r.provider, provider) {
+                    return Err(format!(
+                        "duplicate method {:?}: provider {:?} offers it already",
+                        m.name, r.provider.config.name
+                    ));
+                }
+            }
+        }
+        let mut order = self.order.lock().unwrap();
+        for m in methods {
+            if routes.insert(m.name.clone(), Route { provider: provider.clone(), info: m.clone() }).is_none() {
+                order.push(m.name.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// Completes once the hub is stopping (at once if it already is).
+    pub async fn stopped(&self) {
+        let notified = self.stop.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if !self.is_stopping() {
+            notified.await;
+        }
+    }
+
+    /// Starts stopping: supervisors stop their replicas and do not restart.
+    pub fn begin_stop(&self) {
+        self.stopping.store(true, Ordering::Release);
+        self.stop.notify_waiters();
+    }
+
+    /// Whether SIGTERM has been received.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+
+    /// Calls in flight across every provider.
+    pub fn in_flight(&self) -> usize {
+        self.providers.iter().flat_map(|p| &p.replicas).map(|r| r.in_flight.load(Ordering::Relaxed)).sum()
+    }
+}

@@ -1,0 +1,144 @@
+//! Routing one call: find the method's provider, admit the call within the
+//! provider's limit (or refuse it with `resource_exhausted` when the queue
+//! is full), pick the ready replica with the fewest calls in flight, and
+//! pass the call on untouched ([`Routed::forward`]).
+//!
+//! The hub enforces the caller's deadline itself (the runtime stops the
+//! routed call when it passes) and sends what is left of it onward, so a
+//! provider never works on a call nobody waits for.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hubwire::router::{RouteFuture, Routed, Router};
+use hubwire::{CallContext, Code, Error, MethodInfo, Payload};
+use tokio::sync::OwnedSemaphorePermit;
+
+use crate::registry::{ProviderState, Registry, Replica};
+
+/// How long a call waits for a replica of a restarting provider before it
+/// fails with `unavailable` (or less, if its deadline is sooner).
+pub const READY_WAIT: Duration = Duration::from_secs(10);
+
+/// The hub's [`Router`]: every method of every provider.
+pub struct HubRouter {
+    /// Providers and methods.
+    pub registry: Arc<Registry>,
+}
+
+impl Router for HubRouter {
+    fn methods(&self) -> Vec<MethodInfo> {
+        self.registry.routes().into_iter().map(|r| r.info).collect()
+    }
+
+    fn route(&self, call: Routed) -> RouteFuture {
+        let reg = self.registry.clone();
+        Box::pin(async move { dispatch(&reg, call).await })
+    }
+}
+
+async fn dispatch(reg: &Registry, call: Routed) -> Result<Option<Payload>, Error> {
+    let method = call.ctx.method();
+    let Some(route) = reg.route(method) else {
+        return Err(unknown(reg, method));
+    };
+    if route.info.kind != call.kind {
+        return Err(Error::invalid_argument(format!(
+            "method {method:?} is {}, called as {}",
+            route.info.kind.name(),
+            call.kind.name()
+        )));
+    }
+    let p = &route.provider;
+    let _permit = admit(p).await?;
+    let (replica, conn) = ready_replica(reg, p, &call.ctx).await?;
+    let _load = Load::new(&replica);
+    let opts = call.remaining();
+    let start = Instant::now();
+    let result = call.forward(&conn, &opts).await;
+    replica.metrics.record(start.elapsed(), result.as_ref().err().map_or(Code::Ok, Error::code));
+    result.map_err(|e| match e.code() {
+        Code::Unavailable => Error::unavailable(format!("provider {:?} (replica {}): {}", p.config.name, replica.index, e.message())),
+        _ => e,
+    })
+}
+
+fn unknown(reg: &Registry, method: &str) -> Error {
+    let names: Vec<String> = reg.routes().into_iter().map(|r| r.info.name).collect();
+    let shown = if names.len() > 20 { format!("{:?} and {} more", &names[..20], names.len() - 20) } else { format!("{names:?}") };
+    Error::new(Code::UnknownMethod, format!("unknown method {method:?}: no provider offers it; methods: {shown}"))
+}
+
+/// Takes a slot within the provider's `max_in_flight`, waiting in its
+/// bounded queue if need be.
+async fn admit(p: &ProviderState) -> Result<OwnedSemaphorePermit, Error> {
+    if let Ok(permit) = p.gate.clone().try_acquire_owned() {
+        return Ok(permit);
+    }
+    let cfg = &p.config;
+    if p.queued.fetch_add(1, Ordering::AcqRel) >= cfg.queue {
+        p.queued.fetch_sub(1, Ordering::AcqRel);
+        return Err(Error::new(
+            Code::ResourceExhausted,
+            format!(
+                "provider {:?} is at its limit: {} calls in flight and {} waiting (max_in_flight, queue); try again later",
+                cfg.name, cfg.max_in_flight, cfg.queue
+            ),
+        ));
+    }
+    struct Queued<'a>(&'a ProviderState);
+    impl Drop for Queued<'_> {
+        fn drop(&mut self) {
+            self.0.queued.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+    let _queued = Queued(p);
+    // The runtime stops this future at the caller's deadline.
+    p.gate.clone().acquire_owned().await.map_err(|_| Error::unavailable("the hub is shutting down"))
+}
+
+/// The ready replica with the fewest calls in flight; waits (up to
+/// [`READY_WAIT`]) while the provider is starting or restarting.
+async fn ready_replica(reg: &Registry, p: &ProviderState, ctx: &CallContext) -> Result<(Arc<Replica>, hubwire::Connection), Error> {
+    let give_up = tokio::time::Instant::now() + READY_WAIT;
+    let give_up = ctx.deadline().map_or(give_up, |d| d.min(give_up));
+    loop {
+        let changed = p.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        if let Some(found) = p.pick() {
+            return Ok(found);
+        }
+        if let Some(why) = p.failed() {
+            return Err(Error::unavailable(format!("provider {:?} has failed: {why}", p.config.name)));
+        }
+        if reg.is_stopping() {
+            return Err(Error::unavailable("the hub is shutting down"));
+        }
+        if tokio::time::timeout_at(give_up, changed).await.is_err() {
+            let last = p.replicas.iter().find_map(|r| r.state.lock().unwrap().last_exit.clone());
+            return Err(Error::unavailable(format!(
+                "no replica of provider {:?} is ready (still starting{})",
+                p.config.name,
+                last.map(|l| format!("; last exit: {l}")).unwrap_or_default()
+            )));
+        }
+    }
+}
+
+/// Counts a call against a replica while it is in flight, however it ends.
+struct Load(Arc<Replica>);
+
+impl Load {
+    fn new(r: &Arc<Replica>) -> Load {
+        r.in_flight.fetch_add(1, Ordering::Relaxed);
+        Load(r.clone())
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,196 @@
+//! What the hub reports about itself: the status of every provider and
+//! replica (`hubwire status`, `GET /v1/status`) and the method list
+//! (`hubwire list`, `GET /v1/methods`). Both are plain serde values served
+//! as the hub's own methods, `hubwire.status` and `hubwire.methods`, so any
+//! client in any language can read them.
+
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Launch;
+use crate::registry::{Phase, Registry};
+
+/// The hub's own method returning [`Status`].
+pub const STATUS_METHOD: &str = "hubwire.status";
+/// The hub's own method returning the [`MethodRow`]s.
+pub const METHODS_METHOD: &str = "hubwire.methods";
+
+/// The whole hub.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct Status {
+    /// The hub's name.
+    pub hub: String,
+    /// Milliseconds since it started.
+    pub uptime_ms: u64,
+    /// Every provider, in config order.
+    pub providers: Vec<ProviderStatus>,
+}
+
+/// One provider and its pool.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct ProviderStatus {
+    /// Its name.
+    pub name: String,
+    /// `exec …`, `unix:…` or `tcp:…`.
+    pub launch: String,
+    /// Calls waiting for a slot.
+    pub queued: usize,
+    /// Its replicas.
+    pub replicas: Vec<ReplicaStatus>,
+}
+
+/// One replica.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct ReplicaStatus {
+    /// Index in the pool.
+    pub index: usize,
+    /// Process id (spawned providers).
+    pub pid: Option<u32>,
+    /// `starting`, `ready`, `restarting`, `failed`, `stopped`.
+    pub state: String,
+    /// Why it failed.
+    pub reason: Option<String>,
+    /// Restarts so far.
+    pub restarts: u32,
+    /// Calls in flight now.
+    pub in_flight: usize,
+    /// Calls answered.
+    pub calls: u64,
+    /// Calls answered with an error.
+    pub errors: u64,
+    /// Median latency, µs.
+    pub p50_us: Option<u64>,
+    /// 99th percentile latency, µs.
+    pub p99_us: Option<u64>,
+    /// How its last run ended.
+    pub last_exit: Option<String>,
+    /// Its last stderr lines.
+    pub stderr: Vec<String>,
+}
+
+/// One routed method.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct MethodRow {
+    /// Its name.
+    pub name: String,
+    /// `unary`, `server_stream`, `client_stream` or `bidi`.
+    pub kind: String,
+    /// The provider serving it.
+    pub provider: String,
+    /// Its one-line description, if it has one.
+    pub doc: Option<String>,
+}
+
+/// Reads the status off the registry.
+pub fn status(reg: &Registry, hub: &str) -> Status {
+    let providers = reg
+        .providers
+        .iter()
+        .map(|p| ProviderStatus {
+            name: p.config.name.clone(),
+            launch: match &p.config.launch {
+                Launch::Exec { argv, .. } => format!("exec {}", argv.join(" ")),
+                Launch::Unix(path) => format!("unix:{}", path.display()),
+                Launch::Tcp(a) => format!("tcp:{a}"),
+            },
+            queued: p.queued.load(Ordering::Relaxed),
+            replicas: p
+                .replicas
+                .iter()
+                .map(|r| {
+                    let st = r.state.lock().unwrap();
+                    let h = r.metrics.snapshot();
+                    let us = |q| h.quantile(q).map(|d: std::time::Duration| d.as_micros() as u64);
+                    ReplicaStatus {
+                        index: r.index,
+                        pid: st.pid.filter(|_| matches!(st.phase, Phase::Ready | Phase::Starting)),
+                        state: st.phase.word().into(),
+                        reason: match &st.phase {
+                            Phase::Failed(why) => Some(why.clone()),
+                            _ => None,
+                        },
+                        restarts: st.restarts,
+                        in_flight: r.in_flight.load(Ordering::Relaxed),
+                        calls: r.metrics.calls(),
+                        errors: r.metrics.errors(),
+                        p50_us: us(0.5),
+                        p99_us: us(0.99),
+                        last_exit: st.last_exit.clone(),
+                        stderr: st.stderr.iter().cloned().collect(),
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    Status { hub: hub.into(), uptime_ms: reg.started.elapsed().as_millis() as u64, providers }
+}
+
+/// The routed methods.
+pub fn methods(reg: &Registry) -> Vec<MethodRow> {
+    reg.routes()
+        .into_iter()
+        .map(|r| MethodRow {
+            name: r.info.name.clone(),
+            kind: r.info.kind.name().into(),
+            provider: r.provider.config.name.clone(),
+            doc: r.info.doc.clone(),
+        })
+        .collect()
+}
+
+/// Latency for people: `812µs`, `3.4ms`, `1.20s`.
+pub fn human_us(us: Option<u64>) -> String {
+    match us {
+        None => "-".into(),
+        Some(u) if u < 1000 => format!("{u}µs"),
+        Some(u) if u < 1_000_000 => format!("{:.1}ms", u as f64 / 1000.0),
+        Some(u) => format!("{:.2}s", u as f64 / 1e6),
+    }
+}
+
+/// The status as a table, one row per replica, then the reasons and last
+/// stderr lines of failed replicas.
+pub fn table(s: &Status) -> String {
+    let mut rows = vec![["PROVIDER", "REPLICA", "PID", "STATE", "RESTARTS", "IN FLIGHT", "CALLS", "ERRORS", "P50", "P99"].map(String::from)];
+    for p in &s.providers {
+        for r in &p.replicas {
+            rows.push([
+                p.name.clone(),
+                format!("{}/{}", r.index + 1, p.replicas.len()),
+                r.pid.map_or("-".into(), |p| p.to_string()),
+                r.state.clone(),
+                r.restarts.to_string(),
+                r.in_flight.to_string(),
+                r.calls.to_string(),
+                r.errors.to_string(),
+                human_us(r.p50_us),
+                human_us(r.p99_us),
+            ]);
+        }
+    }
+    let mut widths = [0; 10];
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in &rows {
+        let line: Vec<String> = row.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        let _ = writeln!(out, "{}", line.join("  ").trim_end());
+    }
+    for p in &s.providers {
+        for r in p.replicas.iter().filter(|r| r.reason.is_some()) {
+            let _ = writeln!(out, "\n{} replica {}: {}", p.name, r.index + 1, r.reason.as_deref().unwrap_or_default());
+            if !r.stderr.is_empty() {
+                let _ = writeln!(out, "  last stderr lines:");
+                for l in &r.stderr {
+                    let _ = writeln!(out, "    {l}");
+                }
+            }
+        }
+    }
+    out
+}

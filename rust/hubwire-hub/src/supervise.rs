@@ -1,0 +1,282 @@
+//! Keeping providers alive: one task per replica starts it (spawns the
+//! child or dials the socket), waits for its HELLO, registers its methods,
+//! pings it, and when it dies restarts it after a backoff that doubles
+//! with every quick death. A replica that dies quickly `crash_loop_limit`
+//! times in a row is marked failed, with how it last ended and its last
+//! stderr lines, instead of being restarted forever.
+//!
+//! Calls in flight on a replica that dies fail at once with `unavailable`:
+//! the connection sees end-of-stream the moment the process is gone, and
+//! the runtime fails every pending call on it.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hubwire::transport::child::{self, LogSink, SpawnOptions};
+use hubwire::transport::{tcp, unix};
+use hubwire::{Config, Connection};
+use tokio::process::{Child, Command};
+
+use crate::config::Launch;
+use crate::registry::{Phase, ProviderState, Registry, Replica};
+
+/// How one run of a replica ended.
+enum Ended {
+    /// It died (or never came up); restart it unless it is crash-looping.
+    Died(String),
+    /// It can never work in this hub (a method conflict): do not restart.
+    Refused(String),
+    /// The hub is stopping; the replica has been stopped.
+    Stopping,
+}
+
+/// Starts one supervisor task per replica of every provider.
+pub fn start(reg: &Arc<Registry>, config: &Config) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    for p in &reg.providers {
+        for r in &p.replicas {
+            tasks.push(tokio::spawn(supervise(reg.clone(), p.clone(), r.clone(), config.clone())));
+        }
+    }
+    tasks
+}
+
+fn set_phase(p: &ProviderState, r: &Replica, phase: Phase) {
+    let mut st = r.state.lock().unwrap();
+    if phase != Phase::Ready {
+        st.conn = None;
+    }
+    st.phase = phase;
+    drop(st);
+    p.changed.notify_waiters();
+}
+
+async fn supervise(reg: Arc<Registry>, p: Arc<ProviderState>, r: Arc<Replica>, config: Config) {
+    let cfg = &p.config;
+    let (name, i) = (cfg.name.as_str(), r.index);
+    let mut backoff = cfg.backoff;
+    let mut quick_deaths = 0;
+    loop {
+        if reg.is_stopping() {
+            set_phase(&p, &r, Phase::Stopped);
+            return;
+        }
+        set_phase(&p, &r, Phase::Starting);
+        let started = Instant::now();
+        let why = match run_once(&reg, &p, &r, &config).await {
+            Ended::Died(why) => why,
+            Ended::Refused(why) => {
+                tracing::error!(provider = name, replica = i, "refused: {why}");
+                *p.refused.lock().unwrap() = Some(why.clone());
+                set_phase(&p, &r, Phase::Failed(why));
+                return;
+            }
+            Ended::Stopping => {
+                set_phase(&p, &r, Phase::Stopped);
+                return;
+            }
+        };
+        r.state.lock().unwrap().last_exit = Some(why.clone());
+        if started.elapsed() < cfg.min_uptime {
+            quick_deaths += 1;
+        } else {
+            quick_deaths = 0;
+            backoff = cfg.backoff;
+        }
+        if quick_deaths >= cfg.crash_limit {
+            let reason = format!(
+                "crash loop: died {quick_deaths} times in a row within {:?} of starting; last: {why}",
+                cfg.min_uptime
+            );
+            tracing::error!(provider = name, replica = i, "marked failed: {reason}");
+            set_phase(&p, &r, Phase::Failed(reason));
+            return;
+        }
+        tracing::warn!(provider = name, replica = i, "{why}; restarting in {backoff:?}");
+        set_phase(&p, &r, Phase::Backoff);
+        r.state.lock().unwrap().restarts += 1;
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = reg.stopped() => {}
+        }
+        backoff = (backoff * 2).min(cfg.backoff_max);
+    }
+}
+
+/// One life of a replica: start, serve until it dies or the hub stops.
+async fn run_once(reg: &Registry, p: &Arc<ProviderState>, r: &Arc<Replica>, config: &Config) -> Ended {
+    let cfg = &p.config;
+    let (conn, mut child) = match &cfg.launch {
+        Launch::Exec { argv, env, dir } => {
+            let (t, child) = match spawn(p, r, argv, env, dir.as_deref()) {
+                Ok(x) => x,
+                Err(e) => return Ended::Died(e),
+            };
+            r.state.lock().unwrap().pid = child.id();
+            let mut child = Some(child);
+            let conn = tokio::select! {
+                c = Connection::dial(t, config) => c.map_err(|e| format!("handshake failed: {e}")),
+                s = wait_child(&mut child) => Err(format!("exited before its HELLO ({})", describe(s))),
+                _ = reg.stopped() => Err(String::new()),
+            };
+            match conn {
+                Ok(c) => (c, child),
+                Err(why) => {
+                    let exit = stop_child(child, None, cfg.stop_timeout).await;
+                    return if reg.is_stopping() { Ended::Stopping } else { Ended::Died(join(why, exit)) };
+                }
+            }
+        }
+        Launch::Unix(path) => match unix::connect(path).await {
+            Ok(t) => match Connection::dial(t, config).await {
+                Ok(c) => (c, None),
+                Err(e) => return Ended::Died(format!("handshake with unix:{} failed: {e}", path.display())),
+            },
+            Err(e) => return Ended::Died(format!("cannot connect to unix:{}: {e}", path.display())),
+        },
+        Launch::Tcp(addr) => match tcp::connect(addr.as_str()).await {
+            Ok(t) => match Connection::dial(t, config).await {
+                Ok(c) => (c, None),
+                Err(e) => return Ended::Died(format!("handshake with tcp:{addr} failed: {e}")),
+            },
+            Err(e) => return Ended::Died(format!("cannot connect to tcp:{addr}: {e}")),
+        },
+    };
+    if let Err(why) = reg.register(p, &conn.peer().methods) {
+        stop_child(child, Some(&conn), cfg.stop_timeout).await;
+        return Ended::Refused(why);
+    }
+    let methods: Vec<&str> = conn.peer().methods.iter().map(|m| m.name.as_str()).collect();
+    tracing::info!(provider = %cfg.name, replica = r.index, pid = ?r.state.lock().unwrap().pid, ?methods, "ready");
+    {
+        let mut st = r.state.lock().unwrap();
+        st.conn = Some(conn.clone());
+        st.phase = Phase::Ready;
+    }
+    p.changed.notify_waiters();
+    let why = tokio::select! {
+        e = conn.closed() => format!("connection lost: {}", e.message()),
+        s = wait_child(&mut child) => format!("exited ({})", describe(s)),
+        why = health(&conn, cfg.health_interval, cfg.health_timeout) => why,
+        _ = reg.stopped() => String::new(),
+    };
+    // No new calls to it from here on.
+    set_phase(p, r, Phase::Starting);
+    let exit = stop_child(child, Some(&conn), cfg.stop_timeout).await;
+    if reg.is_stopping() {
+        return Ended::Stopping;
+    }
+    Ended::Died(join(why, exit))
+}
+
+fn join(why: String, exit: Option<String>) -> String {
+    match exit {
+        Some(e) if !why.contains(&e) => format!("{why}; {e}"),
+        _ => why,
+    }
+}
+
+fn spawn(
+    p: &ProviderState,
+    r: &Arc<Replica>,
+    argv: &[String],
+    env: &std::collections::BTreeMap<String, String>,
+    dir: Option<&std::path::Path>,
+) -> Result<(child::ChildTransport, Child), String> {
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]).envs(env);
+    if let Some(d) = dir {
+        cmd.current_dir(d);
+    }
+    // Children never outlive the hub, even when it is killed with -9: the
+    // kernel sends them SIGKILL when their parent goes.
+    // SAFETY: prctl is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let replica = r.clone();
+    let index = r.index;
+    let log: LogSink = Arc::new(move |name: &str, stream: &str, line: &str| {
+        if stream == "stderr" {
+            replica.push_stderr(line);
+        }
+        tracing::info!(target: "provider", provider = name, replica = index, stream, "{line}");
+    });
+    let opts = SpawnOptions { name: p.config.name.clone(), log: Some(log), pipe_stdin: false };
+    child::spawn(cmd, opts).map_err(|e| format!("cannot start {:?}: {e}", argv[0]))
+}
+
+/// Waits for the child to exit; never completes without one.
+async fn wait_child(child: &mut Option<Child>) -> Option<ExitStatus> {
+    match child {
+        Some(c) => c.wait().await.ok(),
+        None => std::future::pending().await,
+    }
+}
+
+/// Sends a health ping every `every`; returns why when one fails.
+async fn health(conn: &Connection, every: Duration, within: Duration) -> String {
+    loop {
+        tokio::time::sleep(every).await;
+        match tokio::time::timeout(within, conn.ping()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return format!("health ping failed: {}", e.message()),
+            Err(_) => return format!("no answer to a health ping within {within:?}"),
+        }
+    }
+}
+
+/// Stops a replica: closes the connection (a child SHOULD exit on
+/// end-of-stream, `spec/PROTOCOL.md` §10), then SIGTERM, then SIGKILL
+/// after `grace`. Returns how the child ended.
+async fn stop_child(child: Option<Child>, conn: Option<&Connection>, grace: Duration) -> Option<String> {
+    if let Some(c) = conn {
+        c.close(Duration::ZERO).await;
+    }
+    let mut child = child?;
+    if let Ok(Some(s)) = child.try_wait() {
+        return Some(describe(Some(s)));
+    }
+    if let Ok(s) = tokio::time::timeout(Duration::from_millis(200), child.wait()).await {
+        return Some(describe(s.ok()));
+    }
+    if let Some(pid) = child.id() {
+        // SAFETY: signalling our own child, which has not been reaped.
+        unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    }
+    if let Ok(s) = tokio::time::timeout(grace, child.wait()).await {
+        return Some(describe(s.ok()));
+    }
+    let _ = child.start_kill();
+    Some(format!("{} after ignoring SIGTERM for {grace:?}", describe(child.wait().await.ok())))
+}
+
+/// "exit status 3", "killed by signal 9 (SIGKILL)".
+pub fn describe(s: Option<ExitStatus>) -> String {
+    match s {
+        None => "exit status unknown".into(),
+        Some(s) => match (s.code(), s.signal()) {
+            (Some(c), _) => format!("exit status {c}"),
+            (None, Some(sig)) => format!("killed by signal {sig} ({})", signal_name(sig)),
+            _ => s.to_string(),
+        },
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGINT => "SIGINT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGPIPE => "SIGPIPE",
+        _ => "signal",
+    }
+}
