@@ -99,7 +99,9 @@ fn pretty(p: &Payload) -> String {
         Codec::Json => serde_json::from_slice::<serde_json::Value>(&p.bytes)
             .map(|v| serde_json::to_string(&v).unwrap_or_default())
             .unwrap_or_else(|_| String::from_utf8_lossy(&p.bytes).into()),
-        Codec::Msgpack => rmp_serde::from_slice::<serde_json::Value>(&p.bytes).map(|v| v.to_string()).unwrap_or_else(|e| format!("<msgpack: {e}>")),
+        Codec::Msgpack => {
+            rmp_serde::from_slice::<serde_json::Value>(&p.bytes).map(|v| v.to_string()).unwrap_or_else(|e| format!("<msgpack: {e}>"))
+        }
         Codec::Raw => String::from_utf8_lossy(&p.bytes).into(),
     }
 }

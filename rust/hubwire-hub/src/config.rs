@@ -219,8 +219,9 @@ impl Parser<'_> {
 
     fn duration(&self, v: Option<Spanned<String>>, what: &str, default: Duration) -> Result<Duration, ConfigError> {
         let Some(v) = v else { return Ok(default) };
-        parse_duration(v.get_ref())
-            .ok_or_else(|| self.err(self.at(&v), format!("{what} = {:?} is not a duration (write it like \"500ms\", \"10s\" or \"2m\")", v.get_ref())))
+        parse_duration(v.get_ref()).ok_or_else(|| {
+            self.err(self.at(&v), format!("{what} = {:?} is not a duration (write it like \"500ms\", \"10s\" or \"2m\")", v.get_ref()))
+        })
     }
 
     fn count(&self, v: Option<Spanned<i64>>, what: &str, min: i64, default: usize) -> Result<usize, ConfigError> {
@@ -266,7 +267,8 @@ impl Parser<'_> {
                 return Err(self.err(self.at(&d), format!("provider {name:?}: set exec (spawn it) or dial (connect to it), not both")))
             }
             (None, None) => {
-                return Err(self.err(Some(line), format!("provider {name:?}: missing command: set exec = [\"program\", ...] or dial = \"unix:PATH\"")))
+                return Err(self
+                    .err(Some(line), format!("provider {name:?}: missing command: set exec = [\"program\", ...] or dial = \"unix:PATH\"")))
             }
             (Some(exec), None) => {
                 let at = self.at(&exec);

@@ -147,7 +147,9 @@ impl Gateway {
                 let method = p["/v1/call/".len()..].to_string();
                 self.call(&method, req).await.unwrap_or_else(|e| error(&e))
             }
-            (_, "/healthz" | "/metrics" | "/v1/methods" | "/v1/status") => respond(StatusCode::METHOD_NOT_ALLOWED, "text/plain", "use GET\n"),
+            (_, "/healthz" | "/metrics" | "/v1/methods" | "/v1/status") => {
+                respond(StatusCode::METHOD_NOT_ALLOWED, "text/plain", "use GET\n")
+            }
             (_, p) if p.starts_with("/v1/call/") => respond(StatusCode::METHOD_NOT_ALLOWED, "text/plain", "use POST\n"),
             _ => respond(
                 StatusCode::NOT_FOUND,
@@ -175,7 +177,10 @@ impl Gateway {
     async fn call(&self, method: &str, req: Request<Incoming>) -> Result<Response<Body>, Error> {
         let raw = req.headers().get("content-type").is_some_and(|v| v.as_bytes().starts_with(b"application/octet-stream"));
         let timeout = req.headers().get("hubwire-timeout-ms").map(|v| {
-            v.to_str().ok().and_then(|s| s.parse::<u64>().ok()).ok_or_else(|| Error::invalid_argument("hubwire-timeout-ms must be a whole number of milliseconds"))
+            v.to_str()
+                .ok()
+                .and_then(|s| s.parse::<u64>().ok())
+                .ok_or_else(|| Error::invalid_argument("hubwire-timeout-ms must be a whole number of milliseconds"))
         });
         let opts = CallOptions { timeout: timeout.transpose()?.map(Duration::from_millis), codec: None };
         let body = http_body_util::Limited::new(req.into_body(), MAX_BODY)
@@ -245,7 +250,9 @@ fn check_json(body: &[u8]) -> Result<(), Error> {
     if body.is_empty() {
         return Ok(());
     }
-    serde_json::from_slice::<serde::de::IgnoredAny>(body).map(|_| ()).map_err(|e| Error::invalid_argument(format!("the request body is not JSON: {e}")))
+    serde_json::from_slice::<serde::de::IgnoredAny>(body)
+        .map(|_| ())
+        .map_err(|e| Error::invalid_argument(format!("the request body is not JSON: {e}")))
 }
 
 /// One JSON value per non-empty line.

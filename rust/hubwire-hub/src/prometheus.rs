@@ -29,8 +29,18 @@ pub fn render(reg: &Registry) -> String {
         "1 when the replica is ready for calls.",
         per_replica(&|r| u8::from(r.state.lock().unwrap().phase == Phase::Ready).to_string()),
     );
-    family("hubwire_replica_restarts_total", "counter", "Restarts of the replica.", per_replica(&|r| r.state.lock().unwrap().restarts.to_string()));
-    family("hubwire_calls_in_flight", "gauge", "Calls routed to the replica and not answered yet.", per_replica(&|r| r.in_flight.load(Ordering::Relaxed).to_string()));
+    family(
+        "hubwire_replica_restarts_total",
+        "counter",
+        "Restarts of the replica.",
+        per_replica(&|r| r.state.lock().unwrap().restarts.to_string()),
+    );
+    family(
+        "hubwire_calls_in_flight",
+        "gauge",
+        "Calls routed to the replica and not answered yet.",
+        per_replica(&|r| r.in_flight.load(Ordering::Relaxed).to_string()),
+    );
     let mut by_code = Vec::new();
     for p in &reg.providers {
         for r in &p.replicas {
@@ -46,7 +56,10 @@ pub fn render(reg: &Registry) -> String {
         "Calls waiting for a slot under the provider's max_in_flight.",
         reg.providers.iter().map(|p| (format!("provider=\"{}\"", p.config.name), p.queued.load(Ordering::Relaxed).to_string())).collect(),
     );
-    let _ = writeln!(o, "# HELP hubwire_call_duration_seconds Time from routing a call to its answer.\n# TYPE hubwire_call_duration_seconds summary");
+    let _ = writeln!(
+        o,
+        "# HELP hubwire_call_duration_seconds Time from routing a call to its answer.\n# TYPE hubwire_call_duration_seconds summary"
+    );
     for p in &reg.providers {
         let mut h = Histogram::default();
         let (mut count, mut sum) = (0, 0.0);

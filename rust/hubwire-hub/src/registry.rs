@@ -236,10 +236,7 @@ impl Registry {
             }
             if let Some(r) = routes.get(&m.name) {
                 if !Arc::ptr_eq(&r.provider, provider) {
-                    return Err(format!(
-                        "duplicate method {:?}: provider {:?} offers it already",
-                        m.name, r.provider.config.name
-                    ));
+                    return Err(format!("duplicate method {:?}: provider {:?} offers it already", m.name, r.provider.config.name));
                 }
             }
         }

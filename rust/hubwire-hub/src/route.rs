@@ -44,11 +44,7 @@ async fn dispatch(reg: &Registry, call: Routed) -> Result<Option<Payload>, Error
         return Err(unknown(reg, method));
     };
     if route.info.kind != call.kind {
-        return Err(Error::invalid_argument(format!(
-            "method {method:?} is {}, called as {}",
-            route.info.kind.name(),
-            call.kind.name()
-        )));
+        return Err(Error::invalid_argument(format!("method {method:?} is {}, called as {}", route.info.kind.name(), call.kind.name())));
     }
     let p = &route.provider;
     let _permit = admit(p).await?;

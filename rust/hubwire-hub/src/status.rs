@@ -153,7 +153,8 @@ pub fn human_us(us: Option<u64>) -> String {
 /// The status as a table, one row per replica, then the reasons and last
 /// stderr lines of failed replicas.
 pub fn table(s: &Status) -> String {
-    let mut rows = vec![["PROVIDER", "REPLICA", "PID", "STATE", "RESTARTS", "IN FLIGHT", "CALLS", "ERRORS", "P50", "P99"].map(String::from)];
+    let mut rows =
+        vec![["PROVIDER", "REPLICA", "PID", "STATE", "RESTARTS", "IN FLIGHT", "CALLS", "ERRORS", "P50", "P99"].map(String::from)];
     for p in &s.providers {
         for r in &p.replicas {
             rows.push([

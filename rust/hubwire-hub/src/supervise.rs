@@ -86,10 +86,7 @@ async fn supervise(reg: Arc<Registry>, p: Arc<ProviderState>, r: Arc<Replica>, c
             backoff = cfg.backoff;
         }
         if quick_deaths >= cfg.crash_limit {
-            let reason = format!(
-                "crash loop: died {quick_deaths} times in a row within {:?} of starting; last: {why}",
-                cfg.min_uptime
-            );
+            let reason = format!("crash loop: died {quick_deaths} times in a row within {:?} of starting; last: {why}", cfg.min_uptime);
             tracing::error!(provider = name, replica = i, "marked failed: {reason}");
             set_phase(&p, &r, Phase::Failed(reason));
             return;

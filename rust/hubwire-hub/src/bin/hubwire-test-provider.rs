@@ -6,7 +6,8 @@
 //! integers → their sum), `upper` (bidi: each string upper-cased).
 //!
 //! `--exit-at-once CODE` prints a fatal line on stderr and exits with CODE
-//! before serving: a provider in a crash loop.
+//! before serving: a provider in a crash loop. `--unix PATH` serves on a
+//! Unix socket instead of the parent's descriptor (a dialled provider).
 
 use std::time::Duration;
 
@@ -57,7 +58,19 @@ fn main() {
             Ok(())
         });
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    if let Err(e) = rt.block_on(provider.serve_parent(Config::new("hubwire-test-provider"))) {
+    let config = Config::new("hubwire-test-provider");
+    if let Some(path) = flag("--unix") {
+        let served = rt.block_on(async move {
+            let listener = hubwire::transport::unix::UnixListener::bind(&path)?;
+            provider.serve(listener, config).await
+        });
+        if let Err(e) = served {
+            eprintln!("error: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    if let Err(e) = rt.block_on(provider.serve_parent(config)) {
         eprintln!("error: {e}");
         std::process::exit(1);
     }

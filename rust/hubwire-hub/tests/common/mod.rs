@@ -1,0 +1,190 @@
+//! Runs a real `hubwire hub` process on a config written for the test, with
+//! `hubwire-test-provider` children, and dials it.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use hubwire::transport::unix;
+use hubwire::{Config, Connection};
+use hubwire_hub::status::{Status, STATUS_METHOD};
+
+/// The hub binary under test.
+pub const HUB: &str = env!("CARGO_BIN_EXE_hubwire");
+/// The provider the configs spawn.
+pub const PROVIDER: &str = env!("CARGO_BIN_EXE_hubwire-test-provider");
+
+static SEQ: AtomicUsize = AtomicUsize::new(0);
+
+/// A fresh, short directory (Unix socket paths are limited to 108 bytes).
+pub fn temp_dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("hwh-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed)));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A running hub. Killed (SIGKILL) when dropped, if still running.
+pub struct Hub {
+    pub dir: PathBuf,
+    pub child: Child,
+    pub socket: PathBuf,
+}
+
+impl Hub {
+    /// Writes `hubwire.toml` (with `{provider}` replaced by the test
+    /// provider's path) under a `[hub]` that listens on `hub.sock`, starts
+    /// the hub, and waits until every replica not expected to fail is ready.
+    pub fn start(providers: &str) -> Hub {
+        Hub::start_with("", providers, &[])
+    }
+
+    /// Like [`Hub::start`], with extra `[hub]` lines and extra arguments.
+    pub fn start_with(hub_extra: &str, providers: &str, args: &[&str]) -> Hub {
+        let dir = temp_dir();
+        let config = format!("[hub]\nunix = \"hub.sock\"\n{hub_extra}\n{}", providers.replace("{provider}", PROVIDER));
+        std::fs::write(dir.join("hubwire.toml"), config).unwrap();
+        let child = Command::new(HUB)
+            .arg("hub")
+            .arg("--config")
+            .arg(dir.join("hubwire.toml"))
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("hub.log")).unwrap())
+            .spawn()
+            .unwrap();
+        let socket = dir.join("hub.sock");
+        let hub = Hub { dir, child, socket };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !hub.socket.exists() {
+            assert!(Instant::now() < deadline, "the hub did not listen within 20 s; log:\n{}", hub.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        hub
+    }
+
+    /// The hub's stderr so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("hub.log")).unwrap_or_default()
+    }
+
+    /// A new client connection.
+    pub async fn connect(&self) -> Connection {
+        Connection::dial(unix::connect(&self.socket).await.unwrap(), &Config::new("test-client")).await.unwrap()
+    }
+
+    /// The hub's status, through its own method.
+    pub async fn status(&self) -> Status {
+        self.connect().await.call(STATUS_METHOD, &()).await.unwrap()
+    }
+
+    /// Waits until `ready` replicas of `provider` are ready.
+    pub async fn wait_ready(&self, provider: &str, ready: usize) -> Status {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let s = self.status().await;
+            let p = s.providers.iter().find(|p| p.name == provider).unwrap_or_else(|| panic!("no provider {provider}"));
+            if p.replicas.iter().filter(|r| r.state == "ready").count() >= ready {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "{provider}: {ready} replicas not ready within 20 s: {s:?}\nlog:\n{}", self.log());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Runs the `hubwire` CLI against this hub: (exit code, stdout, stderr).
+    pub fn cli(&self, args: &[&str]) -> (i32, String, String) {
+        let out = Command::new(HUB).args(args).arg("--hub").arg(format!("unix:{}", self.socket.display())).output().unwrap();
+        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    }
+
+    /// Sends SIGTERM and waits (up to `within`) for the hub to exit.
+    pub fn terminate(&mut self, within: Duration) -> std::process::ExitStatus {
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        wait_exit(&mut self.child, within)
+            .unwrap_or_else(|| panic!("the hub did not exit within {within:?} of SIGTERM; log:\n{}", self.log()))
+    }
+
+    /// The hub's peak resident memory so far (VmHWM), in KiB.
+    pub fn peak_rss_kib(&self) -> u64 {
+        let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let line = s.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Waits for a child to exit, polling.
+pub fn wait_exit(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return Some(s);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether a process exists (and is not a zombie).
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(s) => s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) != Some("Z"),
+    }
+}
+
+/// A minimal HTTP/1.1 exchange: (status, body).
+pub fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") { dechunk(rest) } else { rest.to_string() };
+    (status, body)
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = &rest[n + 2..];
+    }
+    out
+}
+
+/// A free TCP port on 127.0.0.1 (bound and released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The config directory of a hub, for files a test writes.
+pub fn path_in(hub: &Hub, name: &str) -> PathBuf {
+    Path::new(&hub.dir).join(name)
+}

@@ -1,0 +1,88 @@
+//! Broken configs: `hubwire hub` refuses each with exit status 2 and one
+//! line on stderr naming the file, the line and the cause — before it
+//! starts any provider.
+
+mod common;
+
+use std::process::Command;
+
+/// Runs `hubwire hub` on `config`; returns (exit code, stderr).
+fn run(config: &str) -> (Option<i32>, String) {
+    let dir = common::temp_dir();
+    let path = dir.join("hubwire.toml");
+    std::fs::write(&path, config.replace("{provider}", common::PROVIDER)).unwrap();
+    let mut child = Command::new(common::HUB)
+        .args(["hub", "--config"])
+        .arg(&path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = common::wait_exit(&mut child, std::time::Duration::from_secs(20));
+    if status.is_none() {
+        let _ = child.kill();
+    }
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    (status.and_then(|s| s.code()), err)
+}
+
+fn refused(config: &str, line: usize, cause: &str) {
+    let (code, err) = run(config);
+    assert_eq!(code, Some(2), "expected exit status 2 for:\n{config}\nstderr: {err}");
+    assert_eq!(err.lines().count(), 1, "one line, got:\n{err}");
+    assert!(err.starts_with("error: ") && err.contains(&format!("hubwire.toml:{line}: ")), "names file and line {line}: {err}");
+    assert!(err.contains(cause), "names the cause {cause:?}: {err}");
+}
+
+const HUB: &str = "[hub]\nunix = \"hub.sock\"\n";
+
+#[test]
+fn an_unknown_key_is_named_with_its_line() {
+    refused(&format!("{HUB}\n[[provider]]\nname = \"a\"\nexce = [\"x\"]\n"), 6, "unknown field `exce`");
+    refused("[hub]\nunix = \"hub.sock\"\nlisten = \"x\"\n", 3, "unknown field `listen`");
+}
+
+#[test]
+fn a_provider_without_a_command_is_refused() {
+    refused(&format!("{HUB}\n[[provider]]\nname = \"a\"\nreplicas = 2\n"), 4, "missing command");
+    refused(&format!("{HUB}\n[[provider]]\nname = \"a\"\nexec = []\n"), 6, "exec is empty");
+}
+
+#[test]
+fn duplicate_provider_names_are_refused() {
+    let c =
+        format!("{HUB}\n[[provider]]\nname = \"a\"\nexec = [\"{{provider}}\"]\n\n[[provider]]\nname = \"a\"\nexec = [\"{{provider}}\"]\n");
+    refused(&c, 8, "duplicate provider name \"a\" (first defined on line 4)");
+}
+
+#[test]
+fn a_port_in_use_is_refused_with_its_line() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    refused(&format!("{HUB}tcp = \"{addr}\"\n"), 3, "address in use");
+    refused(&format!("{HUB}http = \"{addr}\"\n"), 3, "address in use");
+}
+
+#[test]
+fn bad_values_are_refused() {
+    refused(&format!("{HUB}\n[[provider]]\nname = \"a\"\nexec = [\"x\"]\nmin_uptime = \"soon\"\n"), 7, "not a duration");
+    refused(&format!("{HUB}\n[[provider]]\nname = \"a\"\nexec = [\"x\"]\nreplicas = 0\n"), 7, "replicas = 0 must be at least 1");
+    refused(&format!("{HUB}\n[[provider]]\nname = \"a\"\nexec = [\"x\"]\ndial = \"unix:/x\"\n"), 7, "not both");
+    refused(&format!("{HUB}\n[[provider]]\nname = \"a\"\ndial = \"ftp:x\"\n"), 6, "expected \"unix:PATH\" or \"tcp:HOST:PORT\"");
+    refused("[hub]\nwait = \"fast\"\nunix = \"hub.sock\"\n", 2, "expected \"efficient\" or \"low-latency\"");
+    refused("[hub]\nunix = \"hub.sock\"\n[[provider]]\nname = \"a\"\nexec = \"x\"\n", 5, "invalid type");
+    refused("[hub\nunix = 1\n", 1, "");
+}
+
+#[test]
+fn a_missing_file_and_no_listener_are_refused() {
+    let out = Command::new(common::HUB).args(["hub", "--config", "/nonexistent/hubwire.toml"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(err.starts_with("error: /nonexistent/hubwire.toml: cannot read the config"), "{err}");
+    let (code, err) = run("[[provider]]\nname = \"a\"\nexec = [\"x\"]\n");
+    assert_eq!(code, Some(2));
+    assert!(err.contains("no listener"), "{err}");
+}
