@@ -17,7 +17,7 @@ LOCKED := $(if $(filter true 1 yes,$(CI)),--locked,)
 TARGET_DIR := $(abspath $(if $(CARGO_TARGET_DIR),$(if $(filter /%,$(CARGO_TARGET_DIR)),,$(RUST_DIR)/)$(CARGO_TARGET_DIR),$(RUST_DIR)/target))
 BIN := $(TARGET_DIR)/debug
 
-.PHONY: help deps build test conformance run bench fmt lint clean check-cargo test-rust
+.PHONY: help deps build test conformance run bench fmt lint clean check-cargo test-rust test-demo
 
 # Each part of the project outside the Rust workspace (an SDK, the bench
 # suite) keeps its targets in mk/<part>.mk and adds itself to these lists:
@@ -26,7 +26,7 @@ BIN := $(TARGET_DIR)/debug
 #                line "<name>: N passed, N failed" (see scripts/test-summary.awk)
 #   BENCH_STEPS  targets `make bench` runs
 DEPS_STEPS :=
-TEST_STEPS := test-rust conformance
+TEST_STEPS := test-rust conformance test-demo
 BENCH_STEPS :=
 include $(sort $(wildcard mk/*.mk))
 
@@ -72,27 +72,16 @@ conformance: build ## Run the conformance suite: Rust as client and provider, ev
 	@echo "== conformance, wait mode low-latency"
 	HUBWIRE_WAIT=low-latency $(BIN)/hubwire-conformance --root $(CURDIR) --lang rust --testee $(BIN)/hubwire-testee
 
-run: build ## Run the example provider and client (the hub comes later)
-	@dir=$$(mktemp -d "$${TMPDIR:-/tmp}/hubwire-run.XXXXXX"); \
-	sock="$$dir/example.sock"; pid=""; \
-	cleanup() { \
-	  if [ -n "$$pid" ] && kill -0 "$$pid" 2>/dev/null; then kill "$$pid"; wait "$$pid" 2>/dev/null || true; fi; \
-	  rm -rf "$$dir"; \
-	}; \
-	trap cleanup EXIT; trap 'exit 130' INT TERM; \
-	echo "== example-provider --unix $$sock (in the background)"; \
-	"$(BIN)/example-provider" --unix "$$sock" & pid=$$!; \
-	for _ in $$(seq 100); do \
-	  [ -S "$$sock" ] && break; \
-	  kill -0 "$$pid" 2>/dev/null || { echo "error: example-provider exited before listening" >&2; exit 1; }; \
-	  sleep 0.1; \
-	done; \
-	[ -S "$$sock" ] || { echo "error: no socket at $$sock after 10 s" >&2; exit 1; }; \
-	echo; echo "== example-client --unix $$sock"; \
-	"$(BIN)/example-client" --unix "$$sock"; \
-	echo; echo "== example-client --spawn example-provider (a child process on a socketpair)"; \
-	"$(BIN)/example-client" --spawn "$(BIN)/example-provider"; \
-	echo; echo "== all example calls succeeded"
+run: build ## Build, start the hub on the example providers, call them via the CLI and HTTP, show status, stop
+	scripts/run-demo.sh $(BIN)
+
+test-demo: build ## Run `make run` on a copy of its config (free port, own socket) and check it ends cleanly
+	@dir=$$(mktemp -d "$${TMPDIR:-/tmp}/hubwire-demo.XXXXXX"); port=$$(( 20000 + RANDOM % 20000 )); \
+	sed "s/127.0.0.1:7471/127.0.0.1:$$port/" examples/hubwire.toml > "$$dir/hubwire.toml"; \
+	if HUBWIRE_DEMO_CONFIG="$$dir/hubwire.toml" scripts/run-demo.sh $(BIN) > "$$dir/out.txt" 2>&1; then \
+	  grep -q '"text":"6 words in 2 messages"' "$$dir/out.txt" && grep -q 'liftoff' "$$dir/out.txt" \
+	    && echo "demo: 1 passed, 0 failed" || { cat "$$dir/out.txt"; echo "demo: 0 passed, 1 failed"; rm -rf "$$dir"; exit 1; }; \
+	else cat "$$dir/out.txt"; echo "demo: 0 passed, 1 failed"; rm -rf "$$dir"; exit 1; fi; rm -rf "$$dir"
 
 bench: check-cargo ## Run the Rust benchmarks (crate hubwire-bench, bench/rust), then every BENCH_STEPS
 	cd $(RUST_DIR) && $(CARGO) bench -p hubwire-bench $(LOCKED)

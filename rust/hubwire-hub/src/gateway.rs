@@ -52,6 +52,19 @@ impl hyper::body::Body for Body {
             Body::Lines(rx) => rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b)))),
         }
     }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self, Body::Full(None))
+    }
+
+    /// Exact for complete bodies, so they go out with a Content-Length
+    /// rather than chunked.
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        match self {
+            Body::Full(b) => hyper::body::SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+            Body::Lines(_) => hyper::body::SizeHint::default(),
+        }
+    }
 }
 
 struct Gateway {

@@ -127,9 +127,12 @@ pub fn status(reg: &Registry, hub: &str) -> Status {
     Status { hub: hub.into(), uptime_ms: reg.started.elapsed().as_millis() as u64, providers }
 }
 
-/// The routed methods.
+/// The routed methods, by provider in config order.
 pub fn methods(reg: &Registry) -> Vec<MethodRow> {
-    reg.routes()
+    let mut routes = reg.routes();
+    let position = |name: &str| reg.providers.iter().position(|p| p.config.name == name);
+    routes.sort_by_key(|r| position(&r.provider.config.name));
+    routes
         .into_iter()
         .map(|r| MethodRow {
             name: r.info.name.clone(),
