@@ -329,3 +329,36 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
     };
     Duration::try_from_secs_f64(secs).ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_people_write_them() {
+        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
+        for bad in ["", "10", "s", "5h", "-1s", "1.2.3s"] {
+            assert_eq!(parse_duration(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn paths_with_a_slash_are_relative_to_the_config_and_defaults_apply() {
+        let cfg = parse(
+            "[hub]\nunix = \"hub.sock\"\n[[provider]]\nname = \"a\"\nexec = [\"./bin/a\", \"x\"]\n[[provider]]\nname = \"b\"\nexec = [\"b\"]\n",
+            Path::new("/etc/hw/hubwire.toml"),
+        )
+        .unwrap();
+        assert_eq!(cfg.hub.unix, Some(PathBuf::from("/etc/hw/hub.sock")));
+        let argv = |i: usize| match &cfg.providers[i].launch {
+            Launch::Exec { argv, .. } => argv.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(argv(0), ["/etc/hw/./bin/a", "x"]);
+        assert_eq!(argv(1), ["b"], "a bare name is left for PATH");
+        let p = &cfg.providers[0];
+        assert_eq!((p.replicas, p.max_in_flight, p.queue, p.crash_limit), (1, 256, 1024, 5));
+    }
+}

@@ -110,6 +110,16 @@ async fn the_cli_calls_lists_and_shows_status() {
     assert_eq!((code, out.as_str()), (0, "\"slept 1 ms\"\n"), "{err}");
     let (code, out, _) = hub.cli(&["call", "sum", "1\n2\n39"]);
     assert_eq!((code, out.as_str()), (0, "42\n"));
+    let raw = common::path_in(&hub, "in.bin");
+    std::fs::write(&raw, b"raw \x00\x01 bytes").unwrap();
+    let out = std::process::Command::new(common::HUB)
+        .args(["call", "echo", "--raw"])
+        .arg(&raw)
+        .arg("--hub")
+        .arg(format!("unix:{}", hub.socket.display()))
+        .output()
+        .unwrap();
+    assert_eq!(out.stdout, b"raw \x00\x01 bytes", "--raw sends and prints bytes untouched");
     let (code, _, err) = hub.cli(&["call", "nope"]);
     assert_eq!(code, 1);
     assert!(err.starts_with("error: unknown_method:"), "{err}");

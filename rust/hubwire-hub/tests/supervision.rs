@@ -56,6 +56,33 @@ async fn a_provider_killed_mid_call_fails_the_call_at_once_and_comes_back() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_that_stops_answering_pings_is_replaced() {
+    let hub = Hub::start(
+        "[[provider]]\nname = \"test\"\nexec = [\"{provider}\"]\nhealth_interval = \"100ms\"\nhealth_timeout = \"200ms\"\n\
+         stop_timeout = \"100ms\"\n",
+    );
+    hub.wait_ready("test", 1).await;
+    let c = hub.connect().await;
+    let frozen = pid_of(&c).await;
+    // SIGSTOP: the process and its socket stay, but nothing answers.
+    unsafe { libc::kill(frozen as i32, libc::SIGSTOP) };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let fresh = loop {
+        if let Ok(Ok(p)) = tokio::time::timeout(Duration::from_millis(500), c.call::<_, u32>("pid", &())).await {
+            if p != frozen {
+                break p;
+            }
+        }
+        assert!(Instant::now() < deadline, "the frozen provider was never replaced; log:\n{}", hub.log());
+    };
+    assert!(!alive(frozen), "the frozen process {frozen} was not killed");
+    let s = hub.status().await;
+    let r = &s.providers[0].replicas[0];
+    assert!(r.last_exit.as_deref().unwrap_or("").contains("health ping"), "{:?}", r.last_exit);
+    assert_eq!(r.pid, Some(fresh));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_provider_that_dies_on_every_start_is_marked_failed_with_its_stderr() {
     let hub = Hub::start(
         "[[provider]]\nname = \"crashy\"\nexec = [\"{provider}\", \"--exit-at-once\", \"3\"]\n\
