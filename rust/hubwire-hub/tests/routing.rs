@@ -148,11 +148,16 @@ fn cli_at(hub: &str, args: &[&str]) -> (i32, String, String) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_http_gateway_calls_lists_and_reports() {
+async fn the_tcp_listener_and_the_http_gateway_serve_calls() {
     let port = common::free_port();
     let addr = format!("127.0.0.1:{port}");
-    let hub = Hub::start_with(&format!("http = \"{addr}\""), ONE, &[]);
+    let tcp = format!("127.0.0.1:{}", common::free_port());
+    let hub = Hub::start_with(&format!("http = \"{addr}\"\ntcp = \"{tcp}\""), ONE, &[]);
     hub.wait_ready("test", 1).await;
+    // The hubwire protocol over the TCP listener too.
+    let over_tcp =
+        hubwire::Connection::dial(hubwire::transport::tcp::connect(tcp.as_str()).await.unwrap(), &hubwire::Config::new("t")).await.unwrap();
+    assert_eq!(&over_tcp.call_raw("echo", Bytes::from_static(b"tcp")).await.unwrap()[..], b"tcp");
     let (status, body) = http(&addr, "POST", "/v1/call/sleep", r#"{"ms": 1}"#);
     assert_eq!((status, body.as_str()), (200, "\"slept 1 ms\""));
     let (status, body) = http(&addr, "POST", "/v1/call/count", "3");
