@@ -177,7 +177,7 @@ pub struct Route {
 pub struct Registry {
     /// In config order.
     pub providers: Vec<Arc<ProviderState>>,
-    routes: RwLock<HashMap<String, Route>>,
+    routes: RwLock<HashMap<String, Arc<Route>>>,
     /// Method names in the order they were first registered.
     order: Mutex<Vec<String>>,
     /// Set on SIGTERM: supervisors stop restarting.
@@ -215,13 +215,14 @@ impl Registry {
         }
     }
 
-    /// The route of a method.
-    pub fn route(&self, method: &str) -> Option<Route> {
+    /// The route of a method (an `Arc`: this runs on every call, and a
+    /// method's schemas are not small).
+    pub fn route(&self, method: &str) -> Option<Arc<Route>> {
         self.routes.read().unwrap().get(method).cloned()
     }
 
     /// Every routed method, in registration order.
-    pub fn routes(&self) -> Vec<Route> {
+    pub fn routes(&self) -> Vec<Arc<Route>> {
         let routes = self.routes.read().unwrap();
         self.order.lock().unwrap().iter().filter_map(|m| routes.get(m).cloned()).collect()
     }
@@ -242,7 +243,7 @@ impl Registry {
         }
         let mut order = self.order.lock().unwrap();
         for m in methods {
-            if routes.insert(m.name.clone(), Route { provider: provider.clone(), info: m.clone() }).is_none() {
+            if routes.insert(m.name.clone(), Arc::new(Route { provider: provider.clone(), info: m.clone() })).is_none() {
                 order.push(m.name.clone());
             }
         }

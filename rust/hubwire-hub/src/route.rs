@@ -29,7 +29,7 @@ pub struct HubRouter {
 
 impl Router for HubRouter {
     fn methods(&self) -> Vec<MethodInfo> {
-        self.registry.routes().into_iter().map(|r| r.info).collect()
+        self.registry.routes().into_iter().map(|r| r.info.clone()).collect()
     }
 
     fn route(&self, call: Routed) -> RouteFuture {
@@ -61,7 +61,7 @@ async fn dispatch(reg: &Registry, call: Routed) -> Result<Option<Payload>, Error
 }
 
 fn unknown(reg: &Registry, method: &str) -> Error {
-    let names: Vec<String> = reg.routes().into_iter().map(|r| r.info.name).collect();
+    let names: Vec<String> = reg.routes().into_iter().map(|r| r.info.name.clone()).collect();
     let shown = if names.len() > 20 { format!("{:?} and {} more", &names[..20], names.len() - 20) } else { format!("{names:?}") };
     Error::new(Code::UnknownMethod, format!("unknown method {method:?}: no provider offers it; methods: {shown}"))
 }
