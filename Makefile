@@ -83,8 +83,7 @@ test-demo: build ## Run `make run` on a copy of its config (free port, own socke
 	    && echo "demo: 1 passed, 0 failed" || { cat "$$dir/out.txt"; echo "demo: 0 passed, 1 failed"; rm -rf "$$dir"; exit 1; }; \
 	else cat "$$dir/out.txt"; echo "demo: 0 passed, 1 failed"; rm -rf "$$dir"; exit 1; fi; rm -rf "$$dir"
 
-bench: check-cargo ## Run the Rust benchmarks (crate hubwire-bench, bench/rust), then every BENCH_STEPS
-	cd $(RUST_DIR) && $(CARGO) bench -p hubwire-bench $(LOCKED)
+bench: check-cargo ## Run every benchmark: the suite of bench/ (see mk/bench.mk), then the other BENCH_STEPS
 	@for step in $(BENCH_STEPS); do $(MAKE) --no-print-directory $$step || exit 1; done
 
 fmt: check-cargo ## Format all Rust code in place

@@ -40,7 +40,8 @@ pub struct MethodInfo {
     pub output: Value,
     /// JSON Schema of the method's failure values, if it declares any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub errors: Option<Value>,    /// One line saying what the method does (for listings).
+    pub errors: Option<Value>,
+    /// One line saying what the method does (for listings).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub doc: Option<String>,
 }

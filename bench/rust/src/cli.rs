@@ -1,0 +1,459 @@
+//! `hubwire-bench` (also `hubwire bench`): runs the scenarios, prints the
+//! tables, writes the results (JSON, markdown, SVG), compares with an
+//! earlier run.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use clap::Parser;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::machine::{busy_processes, load1, Machine};
+use crate::report::{compare, markdown, svg};
+use crate::results::{compute_ratios, Results, Row};
+use crate::runner::{sequential_interleaved, Budget, Measurement};
+use crate::scenario::{self, Filter, Job, Mode};
+use crate::systems::{Context, System};
+use crate::{cpu, peer};
+
+/// The hubwire benchmark suite: hubwire against the raw transport floor
+/// and the peers a user would pick instead, measured in one run.
+#[derive(Parser, Debug)]
+#[command(
+    name = "hubwire-bench",
+    version,
+    after_help = "Scenario files (bench/scenarios/*.toml) say what runs: systems × transports × payloads × encodings × windows/clients.\n\
+Each row reports latency percentiles (one call in flight) or calls/s and MB/s (pipelined), CPU time per call of both processes,\n\
+and its time per call as a ratio to the raw floor (a hand-written echo on the same transport) and to the best peer of the same run.\n\
+\n\
+Examples:\n  hubwire bench                          # everything (~10 min), writes bench/results/\n  hubwire bench --quick                  # everything, short measurements (< 60 s)\n  hubwire bench --scenario rtt --transport unix\n  hubwire bench --quick --compare bench/results/results.json\n\
+\n\
+Run it on an idle machine: it warns when it is not (load average, busy processes)."
+)]
+pub struct Args {
+    /// Short measurements (0.04 s warm-up + 0.12 s per row): the whole suite in under a minute.
+    #[arg(long)]
+    pub quick: bool,
+    /// Tiny measurements, for the smoke test: every row runs, the figures mean little.
+    #[arg(long, conflicts_with = "quick")]
+    pub smoke: bool,
+    /// The scenario files' directory [default: bench/scenarios of this repository].
+    #[arg(long, value_name = "DIR")]
+    pub scenarios: Option<PathBuf>,
+    /// Where to write results.json, results.md and the SVG charts [default: bench/results, or bench/results/<quick|smoke>; not committed].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// An earlier results.json: print which rows got faster or slower.
+    #[arg(long, value_name = "OLD_JSON")]
+    pub compare: Option<PathBuf>,
+    /// Only scenarios whose name contains this (repeatable).
+    #[arg(long = "scenario", value_name = "NAME")]
+    pub scenario: Vec<String>,
+    /// Only systems whose name contains this (repeatable), e.g. hubwire, floor, tonic.
+    #[arg(long = "system", value_name = "NAME")]
+    pub system: Vec<String>,
+    /// Only these transports (repeatable): inproc, child, pipe, unix, tcp, hub.
+    #[arg(long = "transport", value_name = "NAME")]
+    pub transport: Vec<String>,
+    /// Only payloads whose name contains this (repeatable).
+    #[arg(long = "payload", value_name = "NAME")]
+    pub payload: Vec<String>,
+    /// List the rows that would run, and exit.
+    #[arg(long)]
+    pub list: bool,
+    /// Replace the results between the markers in this README (a full run's job).
+    #[arg(long, value_name = "README")]
+    pub readme: Option<PathBuf>,
+    /// Check a results.json instead of running: every row the scenarios
+    /// (and filters) call for is there with positive figures. Prints
+    /// `bench: N passed, N failed`.
+    #[arg(long, value_name = "RESULTS_JSON")]
+    pub check: Option<PathBuf>,
+    /// The grpc-go bench program [default: bench/go/bin/grpcbench].
+    #[arg(long, value_name = "PATH")]
+    pub grpc_go: Option<PathBuf>,
+    /// The hub executable for the through-the-hub rows [default: `hubwire` beside this program].
+    #[arg(long, value_name = "PATH")]
+    pub hub: Option<PathBuf>,
+}
+
+/// The repository root: the first ancestor of this executable (or of the
+/// working directory) holding `bench/scenarios`.
+fn repo_root() -> Option<PathBuf> {
+    let starts = [std::env::current_exe().ok(), std::env::current_dir().ok()];
+    starts.into_iter().flatten().find_map(|s| {
+        s.ancestors()
+            .find(|a| a.join("bench/scenarios").is_dir())
+            .map(Path::to_path_buf)
+    })
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// `hubwire-bench`'s main.
+pub fn main() -> ExitCode {
+    match run(Args::parse()) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("hubwire-bench: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(args: Args) -> io::Result<bool> {
+    let root = repo_root();
+    let in_root = |p: &str| root.as_ref().map(|r| r.join(p));
+    let dir = args
+        .scenarios
+        .clone()
+        .or_else(|| in_root("bench/scenarios"))
+        .ok_or_else(|| io::Error::other("no bench/scenarios found; pass --scenarios DIR"))?;
+    let (scenarios, payloads) = scenario::load(&dir)?;
+    let filter = Filter {
+        scenarios: args.scenario.clone(),
+        systems: args.system.clone(),
+        transports: args.transport.clone(),
+        payloads: args.payload.clone(),
+    };
+    let jobs = scenario::expand(&scenarios, &payloads, &filter);
+    if let Some(file) = &args.check {
+        // An unreadable file fails every row (and still prints the count).
+        let res: Results = match std::fs::read(file)
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+        {
+            Ok(r) => r,
+            Err(e) => {
+                println!("FAIL {}: {e}", file.display());
+                Results {
+                    unix_time: 0,
+                    profile: String::new(),
+                    warmup_s: 0.0,
+                    measure_s: 0.0,
+                    machine: Machine::default(),
+                    rows: Vec::new(),
+                    targets: Vec::new(),
+                }
+            }
+        };
+        return Ok(check(&res, &jobs));
+    }
+    if args.list {
+        jobs.iter().for_each(|j| println!("{}", j.key()));
+        return Ok(true);
+    }
+    if jobs.is_empty() {
+        return Err(io::Error::other("no rows match the filters (try --list)"));
+    }
+    let (profile, budget) = if args.smoke {
+        (
+            "smoke",
+            Budget {
+                warmup: Duration::from_millis(5),
+                measure: Duration::from_millis(20),
+                max_calls: 500,
+            },
+        )
+    } else if args.quick {
+        (
+            "quick",
+            Budget {
+                warmup: Duration::from_millis(40),
+                measure: Duration::from_millis(120),
+                max_calls: 1 << 22,
+            },
+        )
+    } else {
+        (
+            "full",
+            Budget {
+                warmup: Duration::from_millis(300),
+                measure: Duration::from_secs(2),
+                max_calls: 1 << 24,
+            },
+        )
+    };
+    let out = args
+        .out
+        .clone()
+        .or_else(|| {
+            in_root(
+                if profile == "full" {
+                    "bench/results".into()
+                } else {
+                    format!("bench/results/{profile}")
+                }
+                .as_str(),
+            )
+        })
+        .unwrap_or_else(|| PathBuf::from("bench-results"));
+    let ctx = Context {
+        grpc_go: args
+            .grpc_go
+            .clone()
+            .or_else(|| in_root("bench/go/bin/grpcbench"))
+            .filter(|p| p.exists()),
+        hub: args
+            .hub
+            .clone()
+            .or_else(|| peer::sibling("hubwire").ok())
+            .filter(|p| p.exists()),
+    };
+
+    let mut machine = Machine::probe();
+    machine.busy_at_start = busy_processes(Duration::from_millis(300));
+    let mut res = Results {
+        unix_time: now(),
+        profile: profile.into(),
+        warmup_s: budget.warmup.as_secs_f64(),
+        measure_s: budget.measure.as_secs_f64(),
+        machine,
+        rows: Vec::new(),
+        targets: Vec::new(),
+    };
+    if let Some(w) = markdown::idle_warning(&res) {
+        eprintln!("hubwire-bench: warning: {w}");
+    }
+
+    let bar = ProgressBar::new(jobs.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {wide_msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let (busy0, own0, t0) = (cpu::machine_busy(), cpu::total(&[]), Instant::now());
+    let mut rows: Vec<Option<Row>> = vec![None; jobs.len()];
+    for group in comparisons(&jobs) {
+        let group: Vec<&Job> = group.into_iter().map(|i| &jobs[i]).collect();
+        bar.set_message(group[0].key());
+        let measured: Vec<io::Result<Measurement>> = if group.len() > 1 {
+            let targets: Vec<_> = group
+                .iter()
+                .map(|job| job.system.start(job, &ctx))
+                .collect();
+            sequential_interleaved(&targets, &budget)
+        } else {
+            group
+                .iter()
+                .map(|job| {
+                    job.system
+                        .start(job, &ctx)
+                        .and_then(|target| target.measure(job, &budget))
+                })
+                .collect()
+        };
+        for (job, m) in group.iter().zip(measured) {
+            let row = Row::new(job, m.map_err(|e| e.to_string()));
+            if let Some(e) = &row.error {
+                bar.println(format!("failed: {}: {e}", row.key));
+            }
+            let i = jobs
+                .iter()
+                .position(|j| std::ptr::eq(j, *job))
+                .expect("a job of this run");
+            rows[i] = Some(row);
+            bar.inc(1);
+        }
+    }
+    res.rows = rows.into_iter().flatten().collect();
+    bar.finish_and_clear();
+    // What the rest of the machine used meanwhile, as a share of one CPU.
+    let own = cpu::total(&[]).saturating_sub(own0);
+    res.machine.foreign_cpu_pct = match (busy0, cpu::machine_busy()) {
+        (Some(a), Some(b)) => {
+            (b.saturating_sub(a).saturating_sub(own)).as_secs_f64() / t0.elapsed().as_secs_f64()
+                * 100.0
+        }
+        _ => -1.0,
+    };
+    res.machine.load_after = load1();
+    compute_ratios(&mut res.rows);
+    res.targets = crate::targets::check(&res);
+
+    std::fs::create_dir_all(&out)?;
+    let charts = [
+        ("latency-by-size.svg", "Round trip by payload size"),
+        ("throughput-by-window.svg", "Throughput by window"),
+    ];
+    std::fs::write(out.join(charts[0].0), svg::latency_by_size(&res))?;
+    std::fs::write(out.join(charts[1].0), svg::throughput_by_window(&res))?;
+    let report = markdown::report(&res, &scenarios, &charts);
+    std::fs::write(out.join("results.md"), &report)?;
+    std::fs::write(
+        out.join("results.json"),
+        serde_json::to_string_pretty(&res)?,
+    )?;
+    println!("{report}");
+    if let Some(w) = markdown::idle_warning(&res) {
+        eprintln!("hubwire-bench: warning: {w}");
+    }
+    eprintln!(
+        "hubwire-bench: {} rows in {:.1} s; written to {}",
+        res.rows.len(),
+        t0.elapsed().as_secs_f64(),
+        out.display()
+    );
+    if let Some(old) = &args.compare {
+        let old: Results = serde_json::from_slice(&std::fs::read(old)?)?;
+        println!("{}", compare::compare(&old, &res));
+    }
+    if let Some(readme) = &args.readme {
+        // bench/results/ is not committed: the README's charts live beside it.
+        let dir = readme.parent().unwrap_or(Path::new(".")).join("charts");
+        std::fs::create_dir_all(&dir)?;
+        for (f, _) in &charts {
+            std::fs::copy(out.join(f), dir.join(f))?;
+        }
+        let linked: Vec<(String, &str)> = charts
+            .iter()
+            .map(|(f, t)| (format!("charts/{f}"), *t))
+            .collect();
+        let linked: Vec<(&str, &str)> = linked.iter().map(|(f, t)| (f.as_str(), *t)).collect();
+        update_readme(readme, &markdown::report(&res, &scenarios, &linked))?;
+    }
+    Ok(res.rows.iter().all(Row::ok))
+}
+
+/// Splits the jobs (by index) into comparisons measured together: the
+/// sequential jobs of one scenario, payload, encoding and transport whose
+/// client runs here (not grpc-go's, which times itself); every other job
+/// alone. Groups come in the order of their first job.
+fn comparisons(jobs: &[Job]) -> Vec<Vec<usize>> {
+    let here = |j: &Job| {
+        j.mode == Mode::Sequential
+            && !matches!(j.system, System::GrpcGoUnary | System::GrpcGoStream)
+    };
+    let key = |j: &Job| {
+        (
+            j.scenario.clone(),
+            j.payload.name.clone(),
+            j.encoding,
+            j.transport,
+        )
+    };
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (i, job) in jobs.iter().enumerate() {
+        let same = groups
+            .iter_mut()
+            .find(|g| here(&jobs[g[0]]) && here(job) && key(&jobs[g[0]]) == key(job));
+        match same {
+            Some(g) => g.push(i),
+            None => groups.push(vec![i]),
+        }
+    }
+    groups
+}
+
+/// The smoke test's verdict: each expected row present, with calls, a
+/// positive rate, time and CPU per call, and latency where one call was in
+/// flight; ratios present where a floor ran.
+fn check(res: &Results, jobs: &[Job]) -> bool {
+    let (mut passed, mut failed) = (0, 0);
+    for job in jobs {
+        let key = job.key();
+        let why = match res.rows.iter().find(|r| r.key == key) {
+            None => Some("missing".to_string()),
+            Some(r) if !r.ok() => Some(format!(
+                "failed: {}",
+                r.error.as_deref().unwrap_or("no calls")
+            )),
+            Some(r) => {
+                let seq_ok = r.window.is_some()
+                    || r.latency.is_some_and(|l| {
+                        l.p50_us > 0.0 && l.p99_us >= l.p50_us && l.p999_us >= l.p99_us
+                    });
+                let figures = r.calls_per_s > 0.0
+                    && r.us_per_call > 0.0
+                    && r.cpu_us_per_call > 0.0
+                    && (r.mb_per_s > 0.0);
+                (!(seq_ok && figures)).then(|| {
+                    format!(
+                        "bad figures: {} calls/s, {} µs/call, {} CPU µs/call, latency {:?}",
+                        r.calls_per_s, r.us_per_call, r.cpu_us_per_call, r.latency
+                    )
+                })
+            }
+        };
+        match why {
+            None => passed += 1,
+            Some(w) => {
+                failed += 1;
+                println!("FAIL {key}: {w}");
+            }
+        }
+    }
+    println!("bench: {passed} passed, {failed} failed");
+    failed == 0
+}
+
+const START: &str = "<!-- bench-results:start (written by hubwire-bench --readme; do not edit) -->";
+const END: &str = "<!-- bench-results:end -->";
+
+/// Replaces what lies between the markers.
+fn update_readme(path: &Path, body: &str) -> io::Result<()> {
+    let text = std::fs::read_to_string(path)?;
+    let (Some(a), Some(b)) = (text.find(START), text.find(END)) else {
+        return Err(io::Error::other(format!(
+            "{}: no results markers",
+            path.display()
+        )));
+    };
+    let new = format!("{}{START}\n\n{body}\n{}", &text[..a], &text[b..]);
+    std::fs::write(path, new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comparisons_group_sequential_rows_of_one_transport_and_leave_grpc_go_alone() {
+        let (scenarios, payloads) =
+            scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios")).unwrap();
+        let filter = Filter {
+            scenarios: vec!["rtt".into()],
+            ..Filter::default()
+        };
+        let jobs = scenario::expand(&scenarios, &payloads, &filter);
+        let groups = comparisons(&jobs);
+        let mut seen: Vec<usize> = groups.iter().flatten().copied().collect();
+        seen.sort();
+        assert_eq!(
+            seen,
+            (0..jobs.len()).collect::<Vec<_>>(),
+            "every job in exactly one group"
+        );
+        let unix_raw = groups
+            .iter()
+            .find(|g| {
+                g.iter()
+                    .any(|&i| jobs[i].key() == "rtt/floor-blocking/unix/small/raw/sequential")
+            })
+            .expect("the unix floor has a group");
+        let names: Vec<&str> = unix_raw.iter().map(|&i| jobs[i].system.name()).collect();
+        assert!(
+            names.contains(&"hubwire-efficient")
+                && names.contains(&"tonic-stream")
+                && !names.contains(&"grpc-go-unary"),
+            "{names:?}"
+        );
+        assert!(unix_raw
+            .iter()
+            .all(|&i| jobs[i].transport == scenario::Transport::Unix
+                && jobs[i].payload.name == "small"));
+        for g in groups.iter().filter(|g| {
+            g.iter()
+                .any(|&i| jobs[i].system.name().starts_with("grpc-go"))
+        }) {
+            assert_eq!(g.len(), 1);
+        }
+    }
+}

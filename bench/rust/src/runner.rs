@@ -1,0 +1,281 @@
+//! Measuring one job: the interfaces every system implements, and the
+//! timing loops shared by all of them.
+//!
+//! A system starts a [`Target`] (its server side: a process, a thread, a
+//! hub) and opens [`Client`]s on it. The loops here time the calls: every
+//! call on its own in sequential mode (percentiles), the whole batch when
+//! pipelined, each client's calls when parallel. CPU time is read around
+//! the measured part only, never the warm-up.
+
+use std::io;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use crate::cpu;
+use crate::scenario::{Job, Mode};
+use crate::stats::{latency, Latency};
+
+/// How long to warm up and measure each job.
+#[derive(Clone, Copy, Debug)]
+pub struct Budget {
+    /// Calls made before measuring, for this long.
+    pub warmup: Duration,
+    /// How long the measured part lasts (about).
+    pub measure: Duration,
+    /// At most this many measured calls (sequential, per client).
+    pub max_calls: u64,
+}
+
+/// What one job measured.
+#[derive(Clone, Debug)]
+pub struct Measurement {
+    /// Calls completed in the measured part.
+    pub calls: u64,
+    /// Its wall-clock time.
+    pub elapsed: Duration,
+    /// CPU time both sides used meanwhile (user + system).
+    pub cpu: Duration,
+    /// Per-call latency (sequential and parallel modes).
+    pub latency: Option<Latency>,
+}
+
+/// One connection's client side.
+pub trait Client: Send {
+    /// One round trip of the job's payload; checks the answer's size.
+    fn call(&mut self) -> io::Result<()>;
+
+    /// Round trips one at a time until `until` or `max` calls, pushing each
+    /// one's duration (ns) to `lat`. Async clients override this to stay
+    /// inside their runtime for the whole loop.
+    fn sequential(&mut self, until: Instant, max: u64, lat: &mut Vec<u32>) -> io::Result<()> {
+        let mut t0 = Instant::now();
+        for _ in 0..max {
+            self.call()?;
+            let t1 = Instant::now();
+            lat.push(ns(t1 - t0));
+            if t1 >= until {
+                break;
+            }
+            t0 = t1;
+        }
+        Ok(())
+    }
+
+    /// `calls` round trips with `window` of them in flight at once.
+    fn pipeline(&mut self, _window: usize, _calls: u64) -> io::Result<()> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this client does not pipeline",
+        ))
+    }
+}
+
+/// A duration in ns, saturating at `u32::MAX` (4.3 s).
+pub fn ns(d: Duration) -> u32 {
+    d.as_nanos().min(u32::MAX as u128) as u32
+}
+
+/// The server side of a job, running; stopped when dropped.
+pub trait Target {
+    /// Opens one more client connection.
+    fn connect(&self) -> io::Result<Box<dyn Client>>;
+
+    /// The live processes serving it, whose CPU time counts.
+    fn peers(&self) -> Vec<u32>;
+
+    /// Measures `job`. Systems that run their own loop (another language's
+    /// program) override this.
+    fn measure(&self, job: &Job, budget: &Budget) -> io::Result<Measurement> {
+        match job.mode {
+            Mode::Sequential => sequential(self, budget),
+            Mode::Pipelined { window } => pipelined(self, window, budget),
+            Mode::Parallel { clients } => parallel(self, clients, budget),
+        }
+    }
+}
+
+fn sequential<T: Target + ?Sized>(target: &T, budget: &Budget) -> io::Result<Measurement> {
+    let mut client = target.connect()?;
+    let mut lat = Vec::with_capacity(1 << 16);
+    client.sequential(Instant::now() + budget.warmup, u64::MAX, &mut lat)?;
+    lat.clear();
+    let peers = target.peers();
+    let cpu0 = cpu::total(&peers);
+    let t0 = Instant::now();
+    client.sequential(t0 + budget.measure, budget.max_calls, &mut lat)?;
+    let elapsed = t0.elapsed();
+    let cpu = cpu::total(&peers).saturating_sub(cpu0);
+    Ok(Measurement {
+        calls: lat.len() as u64,
+        elapsed,
+        cpu,
+        latency: latency(&mut lat),
+    })
+}
+
+/// How many alternating slices the rows of one comparison are measured in.
+pub const SLICES: u32 = 10;
+
+/// Sequential rows of one comparison (same scenario, payload, encoding and
+/// transport) measured together: each target gets `SLICES` turns of
+/// `measure / SLICES`, in rotation, so a change in the machine's load
+/// during the comparison hits every row alike. CPU time is counted per
+/// turn, for the target whose turn it is.
+pub fn sequential_interleaved(
+    targets: &[io::Result<Box<dyn Target>>],
+    budget: &Budget,
+) -> Vec<io::Result<Measurement>> {
+    struct Slot {
+        client: Box<dyn Client>,
+        lat: Vec<u32>,
+        elapsed: Duration,
+        cpu: Duration,
+    }
+    let mut slots: Vec<io::Result<Slot>> = targets
+        .iter()
+        .map(|t| {
+            let t = t
+                .as_ref()
+                .map_err(|e| io::Error::new(e.kind(), e.to_string()))?;
+            let mut client = t.connect()?;
+            let mut lat = Vec::with_capacity(1 << 16);
+            client.sequential(Instant::now() + budget.warmup, u64::MAX, &mut lat)?;
+            lat.clear();
+            Ok(Slot {
+                client,
+                lat,
+                elapsed: Duration::ZERO,
+                cpu: Duration::ZERO,
+            })
+        })
+        .collect();
+    let turn = budget.measure / SLICES;
+    let max = (budget.max_calls / u64::from(SLICES)).max(1);
+    for _ in 0..SLICES {
+        for (slot, target) in slots.iter_mut().zip(targets) {
+            let (Ok(s), Ok(target)) = (slot.as_mut(), target) else {
+                continue;
+            };
+            let peers = target.peers();
+            let cpu0 = cpu::total(&peers);
+            let t0 = Instant::now();
+            let r = s.client.sequential(t0 + turn, max, &mut s.lat);
+            s.elapsed += t0.elapsed();
+            s.cpu += cpu::total(&peers).saturating_sub(cpu0);
+            if let Err(e) = r {
+                *slot = Err(e);
+            }
+        }
+    }
+    slots
+        .into_iter()
+        .map(|s| {
+            let mut s = s?;
+            Ok(Measurement {
+                calls: s.lat.len() as u64,
+                elapsed: s.elapsed,
+                cpu: s.cpu,
+                latency: latency(&mut s.lat),
+            })
+        })
+        .collect()
+}
+
+fn pipelined<T: Target + ?Sized>(
+    target: &T,
+    window: usize,
+    budget: &Budget,
+) -> io::Result<Measurement> {
+    let mut client = target.connect()?;
+    // Warm up with growing batches; the last one tells the rate.
+    let mut n = (window as u64 * 4).max(64);
+    let start = Instant::now();
+    let rate = loop {
+        let t = Instant::now();
+        client.pipeline(window, n)?;
+        let took = t.elapsed().max(Duration::from_micros(1));
+        if start.elapsed() >= budget.warmup {
+            break n as f64 / took.as_secs_f64();
+        }
+        n = n.saturating_mul(2).min(1 << 26);
+    };
+    let calls = ((rate * budget.measure.as_secs_f64()) as u64).max(window as u64 * 2);
+    let peers = target.peers();
+    let cpu0 = cpu::total(&peers);
+    let t0 = Instant::now();
+    client.pipeline(window, calls)?;
+    let elapsed = t0.elapsed();
+    let cpu = cpu::total(&peers).saturating_sub(cpu0);
+    Ok(Measurement {
+        calls,
+        elapsed,
+        cpu,
+        latency: None,
+    })
+}
+
+fn parallel<T: Target + ?Sized>(
+    target: &T,
+    clients: usize,
+    budget: &Budget,
+) -> io::Result<Measurement> {
+    let conns = (0..clients)
+        .map(|_| target.connect())
+        .collect::<io::Result<Vec<_>>>()?;
+    // Everyone warms up, then all start measuring together.
+    let barrier = Arc::new(Barrier::new(clients + 1));
+    let warm_end = Instant::now() + budget.warmup;
+    let measure = budget.measure;
+    let max = budget.max_calls;
+    let threads: Vec<_> = conns
+        .into_iter()
+        .map(|mut c| {
+            let barrier = barrier.clone();
+            std::thread::spawn(move || -> io::Result<Vec<u32>> {
+                let mut lat = Vec::with_capacity(1 << 14);
+                let warm = c.sequential(warm_end, u64::MAX, &mut lat);
+                lat.clear();
+                barrier.wait();
+                warm?;
+                c.sequential(Instant::now() + measure, max, &mut lat)?;
+                Ok(lat)
+            })
+        })
+        .collect();
+    barrier.wait();
+    let peers = target.peers();
+    let cpu0 = cpu::total(&peers);
+    let t0 = Instant::now();
+    let mut all = Vec::new();
+    let mut err = None;
+    for t in threads {
+        match t.join() {
+            Ok(Ok(lat)) => all.extend(lat),
+            Ok(Err(e)) => err = Some(e),
+            Err(_) => err = Some(io::Error::other("a client thread panicked")),
+        }
+    }
+    let elapsed = t0.elapsed();
+    let cpu = cpu::total(&peers).saturating_sub(cpu0);
+    if let Some(e) = err {
+        return Err(e);
+    }
+    Ok(Measurement {
+        calls: all.len() as u64,
+        elapsed,
+        cpu,
+        latency: latency(&mut all),
+    })
+}
+
+/// Fails unless an answer has the size sent.
+pub fn check_len(got: usize, sent: usize) -> io::Result<()> {
+    if got == sent {
+        Ok(())
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("answer of {got} bytes to a call of {sent}"),
+        ))
+    }
+}

@@ -1,0 +1,206 @@
+//! The raw floor: a hand-written length-prefixed echo, no framework, on
+//! each transport, blocking or spinning (`frame_io.rs`). In process it is
+//! two threads handing the buffer over standard channels.
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::mpsc;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use super::endpoint::{spawn_socketpair, spawn_stdio, Children, Listening};
+use crate::frame_io::{FrameIo, SPIN};
+use crate::peer::Peer;
+use crate::runner::{check_len, Client, Target};
+use crate::scenario::{Job, Transport};
+
+/// Starts the floor's server side for `job`.
+pub fn start(job: &Job, spin: bool) -> io::Result<Box<dyn Target>> {
+    let mut args = vec!["floor"];
+    if spin {
+        args.push("--spin");
+    }
+    let payload = job.payload.raw.clone();
+    Ok(match job.transport {
+        Transport::Unix | Transport::Tcp => Box::new(Remote {
+            server: Listening::start(&args, job.transport)?,
+            spin,
+            payload,
+        }),
+        Transport::Child | Transport::Pipe => Box::new(PerChild {
+            args,
+            pipe: job.transport == Transport::Pipe,
+            spin,
+            payload,
+            children: Children::default(),
+        }),
+        Transport::Inproc => Box::new(InProc { spin, payload }),
+        Transport::Hub => return Err(io::Error::other("the floor does not go through the hub")),
+    })
+}
+
+struct Remote {
+    server: Listening,
+    spin: bool,
+    payload: Bytes,
+}
+
+impl Target for Remote {
+    fn connect(&self) -> io::Result<Box<dyn Client>> {
+        Ok(Box::new(FloorClient {
+            io: FrameIo::socket(self.server.addr.connect()?, self.spin)?,
+            payload: self.payload.clone(),
+            _peer: None,
+        }))
+    }
+
+    fn peers(&self) -> Vec<u32> {
+        vec![self.server.pid()]
+    }
+}
+
+/// One child per connection: on a socketpair (fd 3) or on its stdio.
+struct PerChild {
+    args: Vec<&'static str>,
+    pipe: bool,
+    spin: bool,
+    payload: Bytes,
+    children: Children,
+}
+
+impl Target for PerChild {
+    fn connect(&self) -> io::Result<Box<dyn Client>> {
+        let (peer, io) = if self.pipe {
+            let mut args = self.args.clone();
+            args.push("--stdio");
+            let (peer, r, w) = spawn_stdio(&args)?;
+            (peer, FrameIo::new(r, w, self.spin)?)
+        } else {
+            let mut args = self.args.clone();
+            args.push("--fd3");
+            let (peer, sock) = spawn_socketpair(&args)?;
+            (peer, FrameIo::socket(OwnedFd::from(sock), self.spin)?)
+        };
+        self.children.add(peer.pid());
+        Ok(Box::new(FloorClient {
+            io,
+            payload: self.payload.clone(),
+            _peer: Some(peer),
+        }))
+    }
+
+    fn peers(&self) -> Vec<u32> {
+        self.children.pids()
+    }
+}
+
+struct FloorClient {
+    io: FrameIo,
+    payload: Bytes,
+    // Dropped after `io`, so the child sees end of stream before the kill.
+    _peer: Option<Peer>,
+}
+
+impl Client for FloorClient {
+    fn call(&mut self) -> io::Result<()> {
+        self.io.round_trip(&self.payload)
+    }
+
+    fn pipeline(&mut self, window: usize, calls: u64) -> io::Result<()> {
+        self.io.pipeline(&self.payload, window, calls)
+    }
+}
+
+/// The server loop of `bench-peer floor`: one thread per connection.
+pub fn serve(listener: crate::peer_main::Listener, spin: bool) -> io::Result<()> {
+    listener.for_each(move |r, w| FrameIo::new(r, w, spin)?.serve())
+}
+
+/// In process: the client thread and an echo thread, over two channels.
+struct InProc {
+    spin: bool,
+    payload: Bytes,
+}
+
+impl Target for InProc {
+    fn connect(&self) -> io::Result<Box<dyn Client>> {
+        let (to_srv, srv_in) = mpsc::channel::<Bytes>();
+        let (srv_out, from_srv) = mpsc::channel::<Bytes>();
+        let spin = self.spin;
+        std::thread::spawn(move || {
+            while let Some(b) = recv(&srv_in, spin) {
+                if srv_out.send(b).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Box::new(ChannelClient {
+            tx: to_srv,
+            rx: from_srv,
+            spin,
+            payload: self.payload.clone(),
+        }))
+    }
+
+    fn peers(&self) -> Vec<u32> {
+        Vec::new()
+    }
+}
+
+/// Receives, spinning on `try_recv` for up to 50 µs first if `spin`.
+fn recv(rx: &mpsc::Receiver<Bytes>, spin: bool) -> Option<Bytes> {
+    if spin {
+        let t0 = Instant::now();
+        loop {
+            match rx.try_recv() {
+                Ok(b) => return Some(b),
+                Err(mpsc::TryRecvError::Disconnected) => return None,
+                Err(mpsc::TryRecvError::Empty) if t0.elapsed() < SPIN => std::hint::spin_loop(),
+                Err(mpsc::TryRecvError::Empty) => break,
+            }
+        }
+    }
+    rx.recv().ok()
+}
+
+struct ChannelClient {
+    tx: mpsc::Sender<Bytes>,
+    rx: mpsc::Receiver<Bytes>,
+    spin: bool,
+    payload: Bytes,
+}
+
+impl ChannelClient {
+    fn answer(&self) -> io::Result<()> {
+        let b = recv(&self.rx, self.spin).ok_or(io::ErrorKind::UnexpectedEof)?;
+        check_len(b.len(), self.payload.len())
+    }
+
+    fn send(&self) -> io::Result<()> {
+        self.tx
+            .send(self.payload.clone())
+            .map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))
+    }
+}
+
+impl Client for ChannelClient {
+    fn call(&mut self) -> io::Result<()> {
+        self.send()?;
+        self.answer()
+    }
+
+    fn pipeline(&mut self, window: usize, calls: u64) -> io::Result<()> {
+        let first = (window as u64).min(calls);
+        for _ in 0..first {
+            self.send()?;
+        }
+        for i in 0..calls {
+            self.answer()?;
+            if i + first < calls {
+                self.send()?;
+            }
+        }
+        Ok(())
+    }
+}

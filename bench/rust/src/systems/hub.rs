@@ -1,0 +1,115 @@
+//! Through the hub: the client dials the hub's Unix socket and calls the
+//! provider's methods by name; the hub runs the provider (`bench-peer
+//! hubwire`) as its child. Three processes, two hops; the CPU time of all
+//! three counts.
+
+use std::io;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use super::endpoint::Addr;
+use super::hubwire::Remote;
+use super::{Context, System};
+use crate::cpu;
+use crate::peer::{bench_peer, Peer, TempDir};
+use crate::runner::{Client, Target};
+use crate::scenario::Job;
+
+/// Writes a hub config, starts `hubwire hub`, waits for its socket.
+pub fn start(job: &Job, ctx: &Context, system: System) -> io::Result<Box<dyn Target>> {
+    let (wait, mode) = match system {
+        System::HubwireEfficient => (hubwire::WaitMode::Efficient, "efficient"),
+        System::HubwireLowLatency => (hubwire::WaitMode::low_latency(), "low-latency"),
+        s => {
+            return Err(io::Error::other(format!(
+                "{} does not run through the hub",
+                s.name()
+            )))
+        }
+    };
+    let exe = ctx.hub.clone().ok_or_else(|| {
+        io::Error::other("hub not available: no `hubwire` executable beside hubwire-bench (build hubwire-hub, or pass --hub)")
+    })?;
+    let dir = TempDir::new()?;
+    let sock = dir.join("hub.sock");
+    let config = dir.join("hub.toml");
+    let peer = bench_peer()?;
+    let toml = format!(
+        "[hub]\nunix = {sock:?}\nwait = {mode:?}\n\n[[provider]]\nname = \"bench\"\nexec = [{peer:?}, \"hubwire\", \"--wait\", {mode:?}]\nreplicas = 1\n",
+        sock = sock.display().to_string(),
+        peer = peer.display().to_string(),
+    );
+    std::fs::write(&config, toml)?;
+    // Warnings and errors only: its info lines would break the progress bar.
+    let child = Command::new(&exe)
+        .arg("hub")
+        .arg("--config")
+        .arg(&config)
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .spawn()?;
+    let hub = Peer::from_child(child);
+    let t0 = Instant::now();
+    while !sock.exists() {
+        if t0.elapsed() > Duration::from_secs(10) {
+            return Err(io::Error::other(format!(
+                "hub not available: no socket at {} after 10 s",
+                sock.display()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    wait_for_provider(&sock, t0)?;
+    let remote = Remote::external(Addr::Unix(sock), Vec::new(), wait, job);
+    Ok(Box::new(Hub {
+        remote,
+        hub,
+        _dir: dir,
+    }))
+}
+
+/// Dials the hub until its HELLO offers `echo`: the hub listens before
+/// its providers have finished their own handshakes.
+fn wait_for_provider(sock: &std::path::Path, t0: Instant) -> io::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    loop {
+        let offered = rt.block_on(async {
+            let t = hubwire::transport::unix::connect(sock).await?;
+            let conn = hubwire::Connection::dial(t, &hubwire::Config::new("bench-probe"))
+                .await
+                .map_err(|e| io::Error::other(e.to_string()))?;
+            Ok::<_, io::Error>(conn.peer().methods.iter().any(|m| m.name == "echo"))
+        })?;
+        if offered {
+            return Ok(());
+        }
+        if t0.elapsed() > Duration::from_secs(10) {
+            return Err(io::Error::other(
+                "hub not available: it offered no `echo` method after 10 s",
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+struct Hub {
+    remote: Remote,
+    hub: Peer,
+    _dir: TempDir,
+}
+
+impl Target for Hub {
+    fn connect(&self) -> io::Result<Box<dyn Client>> {
+        self.remote.connect()
+    }
+
+    /// The hub and every provider it runs.
+    fn peers(&self) -> Vec<u32> {
+        let mut pids = vec![self.hub.pid()];
+        pids.extend(cpu::children_of(self.hub.pid()));
+        pids
+    }
+}

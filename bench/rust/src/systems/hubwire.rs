@@ -1,0 +1,338 @@
+//! hubwire itself: a provider with echo methods (raw bytes, a document, a
+//! message) and a client calling it, on every transport, in either wait
+//! mode. Both sides run on a tokio current-thread runtime; the client's
+//! loops run inside one `block_on`, as an application's would.
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use hubwire::{CallOptions, Codec, Config, Connection, Provider, Raw, WaitMode};
+use serde_json::Value;
+
+use super::endpoint::{Addr, Children, Listening};
+use crate::payload::{Msg, Payload, Structured};
+use crate::peer_main::{ready, Args};
+use crate::runner::{check_len, ns, Client, Target};
+use crate::scenario::{Encoding, Job, Transport};
+
+/// The methods every hubwire server in the bench offers.
+pub fn provider() -> Provider {
+    Provider::new("bench")
+        .unary("echo", |_ctx, x: Raw| async move { Ok(x) })
+        .unary("echo_doc", |_ctx, x: Value| async move { Ok(x) })
+        .unary("echo_msg", |_ctx, x: Msg| async move { Ok(x) })
+}
+
+fn wait_mode(name: &str) -> io::Result<WaitMode> {
+    match name {
+        "efficient" => Ok(WaitMode::Efficient),
+        "low-latency" => Ok(WaitMode::low_latency()),
+        other => Err(io::Error::other(format!(
+            "--wait {other:?}: efficient or low-latency"
+        ))),
+    }
+}
+
+fn runtime() -> io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}
+
+fn err(e: hubwire::Error) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+/// `bench-peer hubwire`: serves `provider()` on a Unix socket, TCP, or to
+/// the parent (fd 3).
+pub fn serve(args: &Args) -> io::Result<()> {
+    let config = Config::new("bench").wait(wait_mode(&args.wait)?);
+    runtime()?.block_on(async move {
+        if let Some(p) = &args.unix {
+            let l = hubwire::transport::unix::UnixListener::bind(p)?;
+            ready(&p.display().to_string());
+            provider().serve(l, config).await
+        } else if let Some(a) = &args.tcp {
+            let l = hubwire::transport::tcp::TcpListener::bind(a.as_str()).await?;
+            ready(&l.local_addr()?.to_string());
+            provider().serve(l, config).await
+        } else {
+            provider().serve_parent(config).await.map_err(err)
+        }
+    })
+}
+
+/// Starts the hubwire server side for `job` (the hub's is in `hub.rs`).
+pub fn start(job: &Job, mode: &str) -> io::Result<Box<dyn Target>> {
+    let wait = wait_mode(mode)?;
+    let payload = job.payload.clone();
+    let encoding = job.encoding;
+    Ok(match job.transport {
+        Transport::Unix | Transport::Tcp => {
+            let server = Listening::start(&["hubwire", "--wait", mode], job.transport)?;
+            Box::new(Remote {
+                addr: server.addr.clone(),
+                pids: vec![server.pid()],
+                _server: Some(server),
+                wait,
+                payload,
+                encoding,
+            })
+        }
+        Transport::Child => Box::new(PerChild {
+            mode: mode.to_string(),
+            wait,
+            payload,
+            encoding,
+            children: Children::default(),
+        }),
+        Transport::Inproc => Box::new(InProc {
+            wait,
+            payload,
+            encoding,
+        }),
+        t => {
+            return Err(io::Error::other(format!(
+                "hubwire::start does not do {}",
+                t.name()
+            )))
+        }
+    })
+}
+
+/// A hubwire server at an address: a `bench-peer`, or the hub.
+pub struct Remote {
+    /// Where to dial.
+    pub addr: Addr,
+    /// The processes serving it.
+    pub pids: Vec<u32>,
+    _server: Option<Listening>,
+    wait: WaitMode,
+    payload: Arc<Payload>,
+    encoding: Encoding,
+}
+
+impl Remote {
+    /// A server started by someone else (the hub).
+    pub fn external(addr: Addr, pids: Vec<u32>, wait: WaitMode, job: &Job) -> Remote {
+        Remote {
+            addr,
+            pids,
+            _server: None,
+            wait,
+            payload: job.payload.clone(),
+            encoding: job.encoding,
+        }
+    }
+}
+
+impl Target for Remote {
+    fn connect(&self) -> io::Result<Box<dyn Client>> {
+        let rt = runtime()?;
+        let config = Config::new("bench-client").wait(self.wait);
+        let conn = rt.block_on(async {
+            match &self.addr {
+                Addr::Unix(p) => {
+                    Connection::dial(hubwire::transport::unix::connect(p).await?, &config)
+                        .await
+                        .map_err(err)
+                }
+                Addr::Tcp(a) => {
+                    Connection::dial(hubwire::transport::tcp::connect(a.as_str()).await?, &config)
+                        .await
+                        .map_err(err)
+                }
+            }
+        })?;
+        Ok(Box::new(HubwireClient {
+            rt,
+            conn,
+            payload: self.payload.clone(),
+            encoding: self.encoding,
+            _keep: None,
+        }))
+    }
+
+    fn peers(&self) -> Vec<u32> {
+        self.pids.clone()
+    }
+}
+
+/// A `bench-peer hubwire` child per connection, on hubwire's child transport.
+struct PerChild {
+    mode: String,
+    wait: WaitMode,
+    payload: Arc<Payload>,
+    encoding: Encoding,
+    children: Children,
+}
+
+impl Target for PerChild {
+    fn connect(&self) -> io::Result<Box<dyn Client>> {
+        let rt = runtime()?;
+        let (conn, child) = rt.block_on(async {
+            let mut cmd = tokio::process::Command::new(crate::peer::bench_peer()?);
+            cmd.args(["hubwire", "--wait", &self.mode])
+                .kill_on_drop(true);
+            let (t, child) = hubwire::transport::child::spawn(
+                cmd,
+                hubwire::transport::child::SpawnOptions::new("bench"),
+            )?;
+            let conn = Connection::dial(t, &Config::new("bench-client").wait(self.wait))
+                .await
+                .map_err(err)?;
+            Ok::<_, io::Error>((conn, child))
+        })?;
+        if let Some(pid) = child.id() {
+            self.children.add(pid);
+        }
+        Ok(Box::new(HubwireClient {
+            rt,
+            conn,
+            payload: self.payload.clone(),
+            encoding: self.encoding,
+            _keep: Some(Box::new(child)),
+        }))
+    }
+
+    fn peers(&self) -> Vec<u32> {
+        self.children.pids()
+    }
+}
+
+/// The provider on its own thread and runtime, over the in-memory transport.
+struct InProc {
+    wait: WaitMode,
+    payload: Arc<Payload>,
+    encoding: Encoding,
+}
+
+impl Target for InProc {
+    fn connect(&self) -> io::Result<Box<dyn Client>> {
+        let (a, b) = hubwire::transport::memory::pair();
+        let config = Config::new("bench").wait(self.wait).provider(provider());
+        std::thread::spawn(move || {
+            let rt = runtime().expect("a runtime for the in-process provider");
+            rt.block_on(async move {
+                if let Ok(conn) = Connection::accept(b, &config).await {
+                    conn.closed().await;
+                }
+            });
+        });
+        let rt = runtime()?;
+        let conn = rt
+            .block_on(Connection::dial(
+                a,
+                &Config::new("bench-client").wait(self.wait),
+            ))
+            .map_err(err)?;
+        Ok(Box::new(HubwireClient {
+            rt,
+            conn,
+            payload: self.payload.clone(),
+            encoding: self.encoding,
+            _keep: None,
+        }))
+    }
+
+    fn peers(&self) -> Vec<u32> {
+        Vec::new()
+    }
+}
+
+struct HubwireClient {
+    rt: tokio::runtime::Runtime,
+    conn: Connection,
+    payload: Arc<Payload>,
+    encoding: Encoding,
+    // The child process of a child-transport connection, killed on drop.
+    _keep: Option<Box<dyn Send>>,
+}
+
+/// One call of `payload` as `encoding`; checks the answer's size.
+async fn call(conn: &Connection, payload: &Payload, encoding: Encoding) -> io::Result<()> {
+    let codec = match encoding {
+        Encoding::Raw => {
+            let out = conn
+                .call_raw("echo", payload.raw.clone())
+                .await
+                .map_err(err)?;
+            return check_len(out.len(), payload.len());
+        }
+        Encoding::Msgpack => Codec::Msgpack,
+        Encoding::Json => Codec::Json,
+    };
+    let opts = CallOptions::new().codec(codec);
+    match &payload.value {
+        Structured::Doc(v) => {
+            let out: Value = conn.call_with("echo_doc", v, &opts).await.map_err(err)?;
+            check_len(shape(&out), shape(v))
+        }
+        Structured::Msg(m) => {
+            let out: Msg = conn.call_with("echo_msg", m, &opts).await.map_err(err)?;
+            check_len(out.data.len(), m.data.len())
+        }
+    }
+}
+
+/// A cheap stand-in for equality: the length of a document's top level.
+pub fn shape(v: &Value) -> usize {
+    match v {
+        Value::Array(a) => a.len(),
+        Value::Object(o) => o.len(),
+        Value::String(s) => s.len(),
+        _ => 1,
+    }
+}
+
+impl Client for HubwireClient {
+    fn call(&mut self) -> io::Result<()> {
+        self.rt
+            .block_on(call(&self.conn, &self.payload, self.encoding))
+    }
+
+    fn sequential(&mut self, until: Instant, max: u64, lat: &mut Vec<u32>) -> io::Result<()> {
+        let (conn, payload, encoding) = (&self.conn, &self.payload, self.encoding);
+        self.rt.block_on(async {
+            let mut t0 = Instant::now();
+            for _ in 0..max {
+                call(conn, payload, encoding).await?;
+                let t1 = Instant::now();
+                lat.push(ns(t1 - t0));
+                if t1 >= until {
+                    break;
+                }
+                t0 = t1;
+            }
+            Ok(())
+        })
+    }
+
+    /// `window` tasks, each calling until `calls` have been started.
+    fn pipeline(&mut self, window: usize, calls: u64) -> io::Result<()> {
+        let next = Arc::new(AtomicU64::new(0));
+        self.rt.block_on(async {
+            let mut tasks = tokio::task::JoinSet::new();
+            for _ in 0..window {
+                let (conn, payload, encoding, next) = (
+                    self.conn.clone(),
+                    self.payload.clone(),
+                    self.encoding,
+                    next.clone(),
+                );
+                tasks.spawn(async move {
+                    while next.fetch_add(1, Ordering::Relaxed) < calls {
+                        call(&conn, &payload, encoding).await?;
+                    }
+                    Ok::<_, io::Error>(())
+                });
+            }
+            while let Some(r) = tasks.join_next().await {
+                r.map_err(io::Error::other)??;
+            }
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,253 @@
+//! The issue's targets, checked against the rows of this run. A target
+//! whose rows did not run (filtered out, or failed) is "not measured".
+
+use crate::results::{Results, Row, TargetCheck};
+
+fn find<'a>(
+    res: &'a Results,
+    scenario: &str,
+    system: &str,
+    transport: &str,
+    payload: &str,
+    encoding: &str,
+    mode: &str,
+) -> Option<&'a Row> {
+    res.rows.iter().find(|r| {
+        r.ok()
+            && r.scenario == scenario
+            && r.system == system
+            && r.transport == transport
+            && r.payload == payload
+            && r.encoding == encoding
+            && r.mode == mode
+    })
+}
+
+/// A check that `a / b` (of the figure `f`) is at most `limit`.
+fn at_most(
+    target: &str,
+    a: Option<&Row>,
+    b: Option<&Row>,
+    limit: f64,
+    f: impl Fn(&Row) -> f64,
+    describe: impl Fn(f64, f64) -> String,
+) -> TargetCheck {
+    match (a, b) {
+        (Some(a), Some(b)) => {
+            let ratio = f(a) / f(b);
+            TargetCheck {
+                target: target.into(),
+                measured: describe(f(a), f(b)),
+                ratio: Some(ratio),
+                limit: format!("≤ {limit}"),
+                met: Some(ratio <= limit),
+            }
+        }
+        _ => TargetCheck {
+            target: target.into(),
+            measured: "not measured in this run".into(),
+            ratio: None,
+            limit: format!("≤ {limit}"),
+            met: None,
+        },
+    }
+}
+
+/// A check that `a / b` is at least `limit`.
+fn at_least(
+    target: &str,
+    a: Option<&Row>,
+    b: Option<&Row>,
+    limit: f64,
+    f: impl Fn(&Row) -> f64,
+    describe: impl Fn(f64, f64) -> String,
+) -> TargetCheck {
+    let mut c = at_most(target, a, b, limit, &f, describe);
+    c.limit = format!("≥ {limit}");
+    c.met = c.ratio.map(|r| r >= limit);
+    c
+}
+
+fn p50(r: &Row) -> f64 {
+    r.latency.map(|l| l.p50_us).unwrap_or(r.us_per_call)
+}
+
+/// Every target of the issue, in its order.
+pub fn check(res: &Results) -> Vec<TargetCheck> {
+    let seq = "sequential";
+    let rtt =
+        |system: &str, transport: &str| find(res, "rtt", system, transport, "small", "raw", seq);
+    let us = |name: &'static str, issue: &'static str| {
+        move |a: f64, b: f64| {
+            format!("hubwire {a:.1} µs, {name} {b:.1} µs (p50; issue's machine: {issue})")
+        }
+    };
+    let mut out = vec![
+        at_most(
+            "One in flight, Unix socket: efficient mode vs the blocking floor",
+            rtt("hubwire-efficient", "unix"),
+            rtt("floor-blocking", "unix"),
+            1.3,
+            p50,
+            us("blocking floor", "47 µs"),
+        ),
+        at_most(
+            "One in flight, Unix socket: low-latency mode vs the spinning floor",
+            rtt("hubwire-low-latency", "unix"),
+            rtt("floor-spin", "unix"),
+            2.0,
+            p50,
+            us("spinning floor", "3.5 µs"),
+        ),
+        at_most(
+            "Through the hub, efficient, vs the blocking floor",
+            rtt("hubwire-efficient", "hub"),
+            rtt("floor-blocking", "unix"),
+            2.2,
+            p50,
+            us("blocking floor", "47 µs"),
+        ),
+        at_most(
+            "Through the hub, low-latency, vs the spinning floor",
+            rtt("hubwire-low-latency", "hub"),
+            rtt("floor-spin", "unix"),
+            2.2,
+            p50,
+            us("spinning floor", "3.5 µs"),
+        ),
+    ];
+    let hw = rtt("hubwire-low-latency", "unix");
+    for (peer, issue) in [
+        ("tonic-stream", "69 µs"),
+        ("tonic-unary", "95 µs"),
+        ("grpc-go-stream", "70 µs"),
+        ("grpc-go-unary", "106 µs"),
+    ] {
+        out.push(at_least(
+            &format!("One in flight: ≥ 10× faster than {peer} (Unix)"),
+            rtt(peer, "unix"),
+            hw,
+            10.0,
+            p50,
+            move |a, b| {
+                format!(
+                    "{peer} {a:.1} µs, hubwire low-latency {b:.1} µs (issue's machine: {issue})"
+                )
+            },
+        ));
+    }
+    out.push(at_least(
+        "One in flight at 1 KiB: ≥ 10× faster than ipc-channel's bytes channel",
+        find(res, "rtt_1k", "ipc-bytes", "unix", "k1", "raw", seq),
+        find(
+            res,
+            "rtt_1k",
+            "hubwire-low-latency",
+            "unix",
+            "k1",
+            "raw",
+            seq,
+        ),
+        10.0,
+        p50,
+        |a, b| {
+            format!(
+                "ipc-channel {a:.1} µs, hubwire low-latency {b:.1} µs (issue's machine: 40–54 µs)"
+            )
+        },
+    ));
+    // Pipelined: the best window of either mode, against 3 M calls/s and the floor.
+    let best = |system: &str| {
+        res.rows
+            .iter()
+            .filter(|r| {
+                r.ok() && r.scenario == "pipelined" && r.system == system && r.transport == "unix"
+            })
+            .max_by(|a, b| a.calls_per_s.total_cmp(&b.calls_per_s))
+    };
+    let hubwire_best = [best("hubwire-efficient"), best("hubwire-low-latency")]
+        .into_iter()
+        .flatten()
+        .max_by(|a, b| a.calls_per_s.total_cmp(&b.calls_per_s));
+    let floor_best = [best("floor-blocking"), best("floor-spin")]
+        .into_iter()
+        .flatten()
+        .max_by(|a, b| a.calls_per_s.total_cmp(&b.calls_per_s));
+    out.push(match hubwire_best {
+        Some(h) => TargetCheck {
+            target: "Pipelined 16 B calls on one Unix connection: ≥ 3 M calls/s".into(),
+            measured: format!(
+                "hubwire {:.2} M/s ({}, {}); floor {} (issue's machine: 6.1 M/s)",
+                h.calls_per_s / 1e6,
+                h.system,
+                h.mode,
+                floor_best
+                    .map(|f| format!(
+                        "{:.2} M/s ({}, {}), hubwire = {:.0}% of it",
+                        f.calls_per_s / 1e6,
+                        f.system,
+                        f.mode,
+                        h.calls_per_s / f.calls_per_s * 100.0
+                    ))
+                    .unwrap_or_else(|| "not measured".into())
+            ),
+            ratio: Some(h.calls_per_s / 3e6),
+            limit: "≥ 1 (of 3 M/s)".into(),
+            met: Some(h.calls_per_s >= 3e6),
+        },
+        None => TargetCheck {
+            target: "Pipelined 16 B calls on one Unix connection: ≥ 3 M calls/s".into(),
+            measured: "not measured in this run".into(),
+            ratio: None,
+            limit: "≥ 1 (of 3 M/s)".into(),
+            met: None,
+        },
+    });
+    let w4 = "window 4";
+    out.push(at_least(
+        "Bulk 1 MiB raw: ≥ 80% of the floor's bandwidth",
+        find(res, "bulk", "hubwire-efficient", "unix", "m1", "raw", w4),
+        find(res, "bulk", "floor-blocking", "unix", "m1", "raw", w4),
+        0.8,
+        |r| r.mb_per_s,
+        |a, b| format!("hubwire {a:.0} MB/s, floor {b:.0} MB/s (issue's machine: 4.1 GB/s)"),
+    ));
+    let w16 = "window 16";
+    for size in ["k10", "k50", "k100"] {
+        out.push(at_least(
+            &format!("{size} raw: ≥ ipc-channel bytes channel throughput"),
+            find(
+                res,
+                "ipc_sizes",
+                "hubwire-efficient",
+                "unix",
+                size,
+                "raw",
+                w16,
+            ),
+            find(res, "ipc_sizes", "ipc-bytes", "unix", size, "raw", w16),
+            1.0,
+            |r| r.mb_per_s,
+            |a, b| format!("hubwire {a:.0} MB/s, ipc-channel bytes {b:.0} MB/s"),
+        ));
+    }
+    for size in ["k10", "k50", "k100"] {
+        out.push(at_least(
+            &format!("{size} structured: ≥ ipc-channel serde channel throughput"),
+            find(
+                res,
+                "ipc_sizes",
+                "hubwire-efficient",
+                "unix",
+                size,
+                "msgpack",
+                w16,
+            ),
+            find(res, "ipc_sizes", "ipc-serde", "unix", size, "msgpack", w16),
+            1.0,
+            |r| r.mb_per_s,
+            |a, b| format!("hubwire MessagePack {a:.0} MB/s, ipc-channel serde {b:.0} MB/s"),
+        ));
+    }
+    out
+}
