@@ -1,0 +1,38 @@
+# The TypeScript SDK (ts/): npm dependencies, build, tests (node --test on
+# the built JS, including a real headless Chromium), and the conformance
+# suite with the TS testee as client and as provider.
+
+TS_DIR := ts
+NPM ?= npm
+CHROMIUM ?= /usr/bin/chromium
+TS_TESTEE := node $(CURDIR)/$(TS_DIR)/dist/conformance/testee.js
+
+.PHONY: deps-ts build-ts test-ts conformance-ts
+
+deps-ts: ## Install the TypeScript SDK's npm packages (npm ci) and Chromium for its browser test
+	@if [ ! -x "$(CHROMIUM)" ]; then \
+	  echo "== installing Debian's chromium (for the browser test)"; \
+	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
+	fi
+	@if [ ! -f $(TS_DIR)/node_modules/.package-lock.json ] || [ $(TS_DIR)/package-lock.json -nt $(TS_DIR)/node_modules/.package-lock.json ]; then \
+	  cd $(TS_DIR) && $(NPM) ci --no-audit --no-fund; \
+	fi
+
+build-ts: deps-ts ## Build the TypeScript SDK (tsc: strict, type tests included) into ts/dist
+	cd $(TS_DIR) && npx tsc -p tsconfig.json
+
+test-ts: build-ts ## Test the TypeScript SDK: vectors, behaviour on every transport, typed API, headless Chromium
+	@cd $(TS_DIR) && log=dist/test-results.tap; \
+	status=0; CHROMIUM=$(CHROMIUM) node --test --test-concurrency=1 \
+	  --test-reporter=spec --test-reporter-destination=stdout \
+	  --test-reporter=tap --test-reporter-destination=$$log dist/test/*.test.js || status=$$?; \
+	passed=$$(awk '/^# pass /{print $$3}' $$log); failed=$$(awk '/^# fail /{print $$3}' $$log); \
+	echo "ts: $${passed:-0} passed, $${failed:-0} failed"; \
+	if [ -z "$$passed" ]; then exit 1; fi; exit $$status
+
+conformance-ts: build-ts ## Run the conformance suite against the TypeScript SDK, as client and provider (child, unix, tcp)
+	cd $(RUST_DIR) && $(CARGO) build -p hubwire-conformance $(LOCKED)
+	$(BIN)/hubwire-conformance --root $(CURDIR) --lang ts --testee "$(TS_TESTEE)"
+
+DEPS_STEPS += deps-ts
+TEST_STEPS += test-ts conformance-ts

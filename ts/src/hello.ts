@@ -1,0 +1,166 @@
+/**
+ * The handshake (`spec/PROTOCOL.md` §4): the HELLO body, its validation,
+ * its canonical JSON form, and version negotiation.
+ */
+
+import { HubwireError } from "./errors.js";
+
+/** Default `max_frame`: the largest body a peer accepts (16 MiB). */
+export const DEFAULT_MAX_FRAME = 16 * 1024 * 1024;
+/** Default `window`: initial credit per stream. */
+export const DEFAULT_WINDOW = 64;
+/** Default `max_calls`: concurrent calls accepted as callee. */
+export const DEFAULT_MAX_CALLS = 4096;
+/** The smallest `max_frame` a peer may declare. */
+export const MIN_MAX_FRAME = 4096;
+const U32_MAX = 0xffffffff;
+
+/** The four call kinds, by their wire value (REQUEST flags bits 0–1). */
+export const KINDS = ["unary", "server_stream", "client_stream", "bidi"] as const;
+/** A call kind's name. */
+export type Kind = (typeof KINDS)[number];
+
+/** Who a peer is. */
+export interface PeerInfo {
+  name: string;
+  lang: string;
+  version: string;
+}
+
+/** One method a peer offers. `errors` and `doc` are present only when given. */
+export interface MethodInfo {
+  name: string;
+  kind: Kind;
+  input: unknown;
+  output: unknown;
+  errors?: unknown;
+  /** One line saying what the method does. */
+  doc?: string;
+}
+
+/** The HELLO body, with defaults filled in. */
+export interface Hello {
+  versions: number[];
+  peer: PeerInfo;
+  max_frame: number;
+  window: number;
+  max_calls: number;
+  methods: MethodInfo[];
+}
+
+const utf8 = new TextEncoder();
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
+function bad(why: string): HubwireError {
+  return new HubwireError("protocol_error", `invalid HELLO body: ${why}`);
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function u32(v: unknown, field: string, min: number, dflt: number): number {
+  if (v === undefined) return dflt;
+  if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > U32_MAX) {
+    throw bad(`${field} must be an integer in ${min}..${U32_MAX}, got ${JSON.stringify(v)}`);
+  }
+  return v;
+}
+
+function str(o: Record<string, unknown>, field: string, where: string): string {
+  const v = o[field];
+  if (typeof v !== "string") throw bad(`${where}.${field} must be a string`);
+  return v;
+}
+
+/** Validates a parsed HELLO object and fills in the defaults. */
+export function helloFromValue(v: unknown): Hello {
+  if (!isObject(v)) throw bad("not a JSON object");
+  const versions = v.versions;
+  if (!Array.isArray(versions) || versions.length === 0) throw bad("versions must be a non-empty list");
+  for (const x of versions) {
+    if (typeof x !== "number" || !Number.isInteger(x) || x < 1 || x > U32_MAX) {
+      throw bad(`versions must be integers >= 1, got ${JSON.stringify(versions)}`);
+    }
+  }
+  if (!isObject(v.peer)) throw bad("peer must be an object");
+  const peer = { name: str(v.peer, "name", "peer"), lang: str(v.peer, "lang", "peer"), version: str(v.peer, "version", "peer") };
+  const methodsIn = v.methods ?? [];
+  if (!Array.isArray(methodsIn)) throw bad("methods must be a list");
+  const methods = methodsIn.map((m): MethodInfo => {
+    if (!isObject(m)) throw bad("each method must be an object");
+    const name = str(m, "name", "method");
+    const len = utf8.encode(name).length;
+    if (len < 1 || len > 255) throw bad(`method name must be 1-255 bytes, got ${len} bytes`);
+    const kind = m.kind;
+    if (typeof kind !== "string" || !(KINDS as readonly string[]).includes(kind)) {
+      throw bad(`method ${name}: unknown kind ${JSON.stringify(kind)}`);
+    }
+    const info: MethodInfo = { name, kind: kind as Kind, input: m.input ?? {}, output: m.output ?? {} };
+    if (m.errors !== undefined && m.errors !== null) info.errors = m.errors;
+    if (m.doc !== undefined && m.doc !== null) {
+      if (typeof m.doc !== "string") throw bad(`method ${name}: doc must be a string`);
+      info.doc = m.doc;
+    }
+    return info;
+  });
+  return {
+    versions: versions as number[],
+    peer,
+    max_frame: u32(v.max_frame, "max_frame", MIN_MAX_FRAME, DEFAULT_MAX_FRAME),
+    window: u32(v.window, "window", 1, DEFAULT_WINDOW),
+    max_calls: u32(v.max_calls, "max_calls", 1, DEFAULT_MAX_CALLS),
+    methods,
+  };
+}
+
+/** Parses and validates a HELLO body (UTF-8 JSON bytes). */
+export function parseHello(body: Uint8Array): Hello {
+  let value: unknown;
+  try {
+    value = JSON.parse(strictUtf8.decode(body));
+  } catch (e) {
+    throw bad(e instanceof Error ? e.message : String(e));
+  }
+  return helloFromValue(value);
+}
+
+/** JSON Schema values are written with sorted keys (the canonical form of `spec/vectors/README.md`). */
+function sorted(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(sorted);
+  if (!isObject(v)) return v;
+  const out: Record<string, unknown> = {};
+  for (const k of Object.keys(v).sort()) out[k] = sorted(v[k]);
+  return out;
+}
+
+/** The HELLO body as canonical compact JSON bytes. */
+export function encodeHello(h: Hello): Uint8Array {
+  const canonical = {
+    versions: h.versions,
+    peer: { name: h.peer.name, lang: h.peer.lang, version: h.peer.version },
+    max_frame: h.max_frame,
+    window: h.window,
+    max_calls: h.max_calls,
+    methods: h.methods.map((m) => {
+      const o: Record<string, unknown> = { name: m.name, kind: m.kind, input: sorted(m.input), output: sorted(m.output) };
+      if (m.errors !== undefined) o.errors = sorted(m.errors);
+      if (m.doc !== undefined) o.doc = m.doc;
+      return o;
+    }),
+  };
+  return utf8.encode(JSON.stringify(canonical));
+}
+
+/** The highest version in both lists (§4.2), or `unsupported_version`. */
+export function negotiate(ours: readonly number[], theirs: readonly number[]): number {
+  let best = 0;
+  for (const v of ours) if (theirs.includes(v) && v > best) best = v;
+  if (best === 0) {
+    throw new HubwireError(
+      "unsupported_version",
+      `no common protocol version: we speak [${ours.join(", ")}], peer speaks [${theirs.join(", ")}]`,
+    );
+  }
+  return best;
+}

@@ -1,0 +1,49 @@
+/**
+ * The one small interface every transport implements: it moves bytes and
+ * nothing else. Framing, calls and flow control live above it, so each
+ * transport is a few dozen lines and they all behave the same.
+ */
+
+/** Where a transport delivers what it reads. */
+export interface TransportSink {
+  /** Bytes arrived, in order. The sink may keep `bytes` (the transport never reuses them). */
+  onData(bytes: Uint8Array): void;
+  /** The stream ended (end of stream, error, peer gone); `reason` says why. Called once. */
+  onEnd(reason: string): void;
+}
+
+/** A reliable, ordered, bidirectional byte stream to one peer. */
+export interface Transport {
+  /** Where it goes, for logs and error messages. */
+  readonly description: string;
+  /** Starts delivering bytes to `sink` (called once, by the connection). */
+  start(sink: TransportSink): void;
+  /**
+   * Sends `bytes`. The view now belongs to the transport (it may keep it;
+   * the writer never writes those bytes again), but it may be part of a
+   * larger buffer the writer goes on filling past its end: never transfer
+   * or resize its buffer. Never blocks; errors surface as `onEnd`.
+   */
+  write(bytes: Uint8Array): void;
+  /**
+   * Optional: sends `segments` in order as one write (a gather write), so
+   * a big payload travels without being copied into a batch first. Same
+   * ownership as {@link write}; a segment may also be the caller's payload,
+   * which the transport must not modify. Without it, segments are joined
+   * and passed to `write`.
+   */
+  writev?(segments: Uint8Array[]): void;
+  /** Sends what is queued, then closes both directions. Idempotent. */
+  close(): void;
+}
+
+/** A bound listening socket that hands each accepted connection's transport to a callback. */
+export interface Listener {
+  /** The address it listens on (for TCP, with the real port). */
+  readonly address: string;
+  /** Stops accepting; connections already made go on. */
+  close(): Promise<void>;
+}
+
+/** Called with each accepted connection's transport. */
+export type OnTransport = (transport: Transport) => void;

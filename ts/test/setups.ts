@@ -1,0 +1,116 @@
+/**
+ * The transports the behaviour suite runs on. Each setup connects a
+ * client (which also offers a small provider, so the far side can call
+ * back) to the behaviour service, and can make the far side crash.
+ */
+
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { MessageChannel, Worker } from "node:worker_threads";
+import { child, Connection, memory, messageport, Provider, sharedmemory, tcp, unix, type Transport } from "hubwire";
+import { behaviourService } from "./fixtures/service.js";
+
+/** A connected client, and a way to kill its peer. */
+export interface Setup {
+  conn: Connection;
+  /** The far side dies abruptly (process killed, thread terminated, socket dropped). */
+  crash(): void;
+  /** Lines the far side printed (child process only). */
+  logs: string[];
+  close(): Promise<void>;
+}
+
+const MAIN = fileURLToPath(new URL("./fixtures/provider-main.js", import.meta.url));
+
+/** What the client side offers, for calls from the provider. */
+export function clientService(): Provider {
+  return new Provider("client").unary("whoami", (x: unknown) => ({ me: "client", got: x }));
+}
+
+async function inProcess(listen: (on: (t: Transport) => void) => Promise<{ dial(): Promise<Transport>; close(): Promise<void> }>): Promise<Setup> {
+  const served: Transport[] = [];
+  const service = behaviourService();
+  const l = await listen((t) => {
+    served.push(t);
+    void service.serve(t).catch(() => {});
+  });
+  const conn = await Connection.dial(await l.dial(), { name: "behaviour-client", provider: clientService() });
+  return {
+    conn,
+    logs: [],
+    crash: () => served.forEach((t) => t.close()),
+    close: async () => {
+      conn.close();
+      await l.close();
+    },
+  };
+}
+
+/** Every setup, by name. */
+export const SETUPS: Record<string, () => Promise<Setup>> = {
+  memory: () =>
+    inProcess(async (on) => ({
+      async dial() {
+        const [a, b] = memory.pair();
+        on(b);
+        return a;
+      },
+      async close() {},
+    })),
+  unix: () =>
+    inProcess(async (on) => {
+      const path = join(mkdtempSync(join(tmpdir(), "hubwire-ts-")), "b.sock");
+      const l = await unix.listen(path, on);
+      return { dial: () => unix.connect(path), close: () => l.close() };
+    }),
+  tcp: () =>
+    inProcess(async (on) => {
+      const l = await tcp.listen("127.0.0.1:0", on);
+      return { dial: () => tcp.connect(l.address), close: () => l.close() };
+    }),
+  child: async () => {
+    const logs: string[] = [];
+    const t = child.spawn(process.execPath, [MAIN], { name: "behaviour", onLog: (line) => logs.push(line) });
+    const conn = await Connection.dial(t, { name: "behaviour-client", provider: clientService() });
+    return {
+      conn,
+      logs,
+      crash: () => t.process.kill("SIGKILL"),
+      close: async () => {
+        conn.close();
+        if (t.process.exitCode === null && t.process.signalCode === null) await new Promise((r) => t.process.once("exit", r));
+      },
+    };
+  },
+  worker: async () => {
+    const { port1, port2 } = new MessageChannel();
+    const worker = new Worker(MAIN, { workerData: { port: port2 }, transferList: [port2] });
+    const conn = await Connection.dial(messageport.connect(port1, "worker"), { name: "behaviour-client", provider: clientService() });
+    return {
+      conn,
+      logs: [],
+      crash: () => void worker.terminate(),
+      close: async () => {
+        conn.close();
+        await worker.terminate();
+      },
+    };
+  },
+  sharedmemory: async () => {
+    const sab = sharedmemory.buffer(1 << 16);
+    const worker = new Worker(MAIN, { workerData: { sab } });
+    const t = sharedmemory.connect(sab, "dialer", { watch: worker });
+    const conn = await Connection.dial(t, { name: "behaviour-client", provider: clientService() });
+    return {
+      conn,
+      logs: [],
+      crash: () => void worker.terminate(),
+      close: async () => {
+        conn.close();
+        await worker.terminate();
+      },
+    };
+  },
+};
