@@ -110,13 +110,24 @@ fn pretty(p: &Payload) -> String {
 pub async fn call(conn: &Connection, args: CallArgs) -> Result<(), String> {
     let kind = conn.peer().method(&args.method).map_or(Kind::Unary, |m| m.kind);
     let opts = CallOptions { timeout: args.timeout, codec: None };
-    let (codec, input) = match &args.raw {
-        Some(path) => (Codec::Raw, Bytes::from(read_input(path)?)),
-        None if kind.streams_in() => (Codec::Json, Bytes::new()),
-        None => {
+    // Everything is read before the call starts, so that the call's
+    // deadline does not run while stdin is being typed.
+    let raw = args.raw.as_deref().map(read_input).transpose()?.map(|b| Payload { codec: Codec::Raw, bytes: b.into() });
+    let (input, items) = match (raw, kind.streams_in()) {
+        // Raw bytes for an input stream go as its one item.
+        (Some(p), true) => (Payload { codec: Codec::Raw, bytes: Bytes::new() }, vec![p]),
+        (Some(p), false) => (p, Vec::new()),
+        (None, true) => {
+            let lines = stdin_lines(args.input.as_deref())?;
+            (
+                Payload { codec: Codec::Json, bytes: Bytes::new() },
+                lines.into_iter().map(|l| Payload { codec: Codec::Json, bytes: l.into() }).collect(),
+            )
+        }
+        (None, false) => {
             let text = args.input.clone().unwrap_or_else(|| "null".into());
             serde_json::from_str::<serde::de::IgnoredAny>(&text).map_err(|e| format!("the input is not JSON: {e}: {text}"))?;
-            (Codec::Json, Bytes::from(text))
+            (Payload { codec: Codec::Json, bytes: Bytes::from(text) }, Vec::new())
         }
     };
     let mut out = std::io::stdout().lock();
@@ -128,15 +139,14 @@ pub async fn call(conn: &Connection, args: CallArgs) -> Result<(), String> {
         }
     };
     if kind == Kind::Unary {
-        let r = conn.call_payload(&args.method, Payload { codec, bytes: input }, &opts).await.map_err(|e| describe(&e))?;
+        let r = conn.call_payload(&args.method, input, &opts).await.map_err(|e| describe(&e))?;
         return print(&r);
     }
-    let mut c = conn.call_any(&args.method, kind, Payload { codec, bytes: input }, &opts).await.map_err(|e| describe(&e))?;
+    let mut c = conn.call_any(&args.method, kind, input, &opts).await.map_err(|e| describe(&e))?;
     if let Some(sink) = c.sink.take() {
-        let lines = stdin_lines(args.input.as_deref())?;
         tokio::spawn(async move {
-            for l in lines {
-                if sink.send(&Payload { codec: Codec::Json, bytes: l.into() }).await.is_err() {
+            for item in items {
+                if sink.send(&item).await.is_err() {
                     return;
                 }
             }

@@ -224,12 +224,28 @@ impl Parser<'_> {
         })
     }
 
-    fn count(&self, v: Option<Spanned<i64>>, what: &str, min: i64, default: usize) -> Result<usize, ConfigError> {
+    fn count(
+        &self,
+        v: Option<Spanned<i64>>,
+        what: &str,
+        range: std::ops::RangeInclusive<i64>,
+        default: usize,
+    ) -> Result<usize, ConfigError> {
         let Some(v) = v else { return Ok(default) };
-        if *v.get_ref() < min {
-            return Err(self.err(self.at(&v), format!("{what} = {} must be at least {min}", v.get_ref())));
+        if !range.contains(v.get_ref()) {
+            return Err(self.err(self.at(&v), format!("{what} = {} must be between {} and {}", v.get_ref(), range.start(), range.end())));
         }
         Ok(*v.get_ref() as usize)
+    }
+
+    /// A duration that must not be zero (a zero interval would spin).
+    fn positive(&self, v: Option<Spanned<String>>, what: &str, default: Duration) -> Result<Duration, ConfigError> {
+        let at = v.as_ref().and_then(|v| self.at(v));
+        let d = self.duration(v, what, default)?;
+        if d.is_zero() {
+            return Err(self.err(at, format!("{what} must be more than zero")));
+        }
+        Ok(d)
     }
 
     fn hub(&self, hub: Option<Spanned<HubToml>>, base: &Path) -> Result<HubSection, ConfigError> {
@@ -259,8 +275,11 @@ impl Parser<'_> {
         };
         let name_line = self.at(&name);
         let name = name.into_inner();
-        if name.is_empty() || name.contains(char::is_whitespace) {
-            return Err(self.err(name_line, format!("provider name {name:?} must be non-empty, without spaces")));
+        // Names appear in logs, tables and Prometheus labels: keep them plain.
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
+            return Err(
+                self.err(name_line, format!("provider name {name:?} must be non-empty and use only letters, digits, '.', '_' and '-'"))
+            );
         }
         let launch = match (t.exec, t.dial) {
             (Some(_), Some(d)) => {
@@ -291,22 +310,25 @@ impl Parser<'_> {
                 }
                 match d.split_once(':') {
                     Some(("unix", p)) if !p.is_empty() => Launch::Unix(base.join(p)),
-                    Some(("tcp", a)) if !a.is_empty() => Launch::Tcp(a.into()),
+                    Some(("tcp", a)) if a.rsplit_once(':').is_some_and(|(h, port)| !h.is_empty() && port.parse::<u16>().is_ok()) => {
+                        Launch::Tcp(a.into())
+                    }
                     _ => return Err(self.err(at, format!("provider {name:?}: dial = {d:?}: expected \"unix:PATH\" or \"tcp:HOST:PORT\""))),
                 }
             }
         };
-        let max_in_flight = self.count(t.max_in_flight, "max_in_flight", 1, 256)?;
+        const MANY: i64 = 1_000_000;
+        let max_in_flight = self.count(t.max_in_flight, "max_in_flight", 1..=MANY, 256)?;
         Ok(ProviderConfig {
-            replicas: self.count(t.replicas, "replicas", 1, 1)?,
+            replicas: self.count(t.replicas, "replicas", 1..=1024, 1)?,
             max_in_flight,
-            queue: self.count(t.queue, "queue", 0, 4 * max_in_flight)?,
-            health_interval: self.duration(t.health_interval, "health_interval", Duration::from_secs(5))?,
-            health_timeout: self.duration(t.health_timeout, "health_timeout", Duration::from_secs(2))?,
+            queue: self.count(t.queue, "queue", 0..=MANY, 4 * max_in_flight)?,
+            health_interval: self.positive(t.health_interval, "health_interval", Duration::from_secs(5))?,
+            health_timeout: self.positive(t.health_timeout, "health_timeout", Duration::from_secs(2))?,
             backoff: self.duration(t.restart_backoff, "restart_backoff", Duration::from_millis(100))?,
             backoff_max: self.duration(t.restart_backoff_max, "restart_backoff_max", Duration::from_secs(10))?,
             min_uptime: self.duration(t.min_uptime, "min_uptime", Duration::from_secs(2))?,
-            crash_limit: self.count(t.crash_loop_limit, "crash_loop_limit", 1, 5)? as u32,
+            crash_limit: self.count(t.crash_loop_limit, "crash_loop_limit", 1..=1000, 5)? as u32,
             stop_timeout: self.duration(t.stop_timeout, "stop_timeout", Duration::from_secs(3))?,
             name,
             line,

@@ -126,6 +126,8 @@ fn hub_provider(reg: &Arc<Registry>, name: &str) -> Provider {
 
 /// Runs the hub until SIGTERM or SIGINT, then shuts it down in order.
 pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
+    // Before any child exists, so that a SIGTERM from here on is a clean stop.
+    let mut signals = Signals::install()?;
     let reg = Arc::new(Registry::new(&cfg.providers));
     let wait = if cfg.hub.low_latency { WaitMode::low_latency() } else { WaitMode::Efficient };
     let upstream = Config::new(cfg.hub.name.clone()).wait(wait);
@@ -151,7 +153,7 @@ pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
     }
     tracing::info!(config = %cfg.file.display(), providers = cfg.providers.len(), "hub started");
 
-    let why = shutdown_signal().await;
+    let why = signals.next().await;
     tracing::info!("{why}: draining calls in flight (up to {:?})", cfg.hub.drain_timeout);
     accepting.abort_all();
     while accepting.join_next().await.is_some() {}
@@ -181,14 +183,23 @@ async fn accept_loop(listener: Box<dyn Listener>, clients: Arc<Clients>, config:
     }
 }
 
-async fn shutdown_signal() -> &'static str {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (mut term, mut int) = match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
-        (Ok(t), Ok(i)) => (t, i),
-        _ => return std::future::pending().await,
-    };
-    tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
+/// SIGTERM and SIGINT, caught from the moment they are installed.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals { term: signal(SignalKind::terminate())?, int: signal(SignalKind::interrupt())? })
+    }
+
+    /// The next one to arrive, by name.
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        }
     }
 }

@@ -34,6 +34,10 @@ pub enum Phase {
     Ready,
     /// Died; waits out its backoff before starting again.
     Backoff,
+    /// A dialled provider that cannot be reached: dialled again and
+    /// again (with backoff), never given up on, since its process is not
+    /// ours to restart.
+    Unreachable,
     /// Gave up: crash loop, or a conflict. The reason says which.
     Failed(String),
     /// The hub is shutting down.
@@ -47,6 +51,7 @@ impl Phase {
             Phase::Starting => "starting",
             Phase::Ready => "ready",
             Phase::Backoff => "restarting",
+            Phase::Unreachable => "unreachable",
             Phase::Failed(_) => "failed",
             Phase::Stopped => "stopped",
         }
@@ -122,6 +127,8 @@ pub struct ProviderState {
     pub changed: Notify,
     /// Set when the whole provider is refused (duplicate method).
     pub refused: Mutex<Option<String>>,
+    /// Set once a replica has registered its methods.
+    pub registered: AtomicBool,
     /// Where the next pick starts, so that ties rotate over the pool.
     next: AtomicUsize,
 }
@@ -139,7 +146,9 @@ impl ProviderState {
             }
             let st = r.state.lock().unwrap();
             if let (Phase::Ready, Some(c)) = (&st.phase, &st.conn) {
-                if !c.is_closed() {
+                // A replica that sent GOAWAY finishes what it has and takes
+                // nothing new.
+                if !c.is_closed() && !c.is_draining() {
                     best = Some((load, r, c.clone()));
                 }
             }
@@ -184,6 +193,8 @@ pub struct Registry {
     pub stopping: AtomicBool,
     /// Signalled when `stopping` is set.
     pub stop: Notify,
+    /// Signalled whenever any replica changes phase or registers.
+    pub changed: Notify,
     /// When the hub started.
     pub started: Instant,
 }
@@ -200,6 +211,7 @@ impl Registry {
                     queued: AtomicUsize::new(0),
                     changed: Notify::new(),
                     refused: Mutex::new(None),
+                    registered: AtomicBool::new(false),
                     next: AtomicUsize::new(0),
                     config: c.clone(),
                 })
@@ -211,6 +223,7 @@ impl Registry {
             order: Mutex::new(Vec::new()),
             stopping: AtomicBool::new(false),
             stop: Notify::new(),
+            changed: Notify::new(),
             started: Instant::now(),
         }
     }
@@ -247,7 +260,18 @@ impl Registry {
                 order.push(m.name.clone());
             }
         }
+        provider.registered.store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// Providers that may still offer methods nobody has seen yet: never
+    /// registered, and not given up on.
+    pub fn pending(&self) -> Vec<&str> {
+        self.providers
+            .iter()
+            .filter(|p| !p.registered.load(Ordering::Acquire) && p.failed().is_none())
+            .map(|p| p.config.name.as_str())
+            .collect()
     }
 
     /// Completes once the hub is stopping (at once if it already is).

@@ -12,13 +12,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hubwire::router::{RouteFuture, Routed, Router};
-use hubwire::{CallContext, Code, Error, MethodInfo, Payload};
+use hubwire::{Code, Error, MethodInfo, Payload};
 use tokio::sync::OwnedSemaphorePermit;
 
-use crate::registry::{ProviderState, Registry, Replica};
+use crate::registry::{ProviderState, Registry, Replica, Route};
 
-/// How long a call waits for a replica of a restarting provider before it
-/// fails with `unavailable` (or less, if its deadline is sooner).
+/// How long a call waits in the hub before it fails (or less, if its
+/// deadline is sooner): for a provider that may offer its method to say
+/// HELLO, for a replica of a restarting provider (then `unavailable`), and
+/// in a provider's queue for a slot (then `resource_exhausted`).
 pub const READY_WAIT: Duration = Duration::from_secs(10);
 
 /// The hub's [`Router`]: every method of every provider.
@@ -40,15 +42,13 @@ impl Router for HubRouter {
 
 async fn dispatch(reg: &Registry, call: Routed) -> Result<Option<Payload>, Error> {
     let method = call.ctx.method();
-    let Some(route) = reg.route(method) else {
-        return Err(unknown(reg, method));
-    };
+    let route = find(reg, method).await?;
     if route.info.kind != call.kind {
         return Err(Error::invalid_argument(format!("method {method:?} is {}, called as {}", route.info.kind.name(), call.kind.name())));
     }
     let p = &route.provider;
-    let _permit = admit(p).await?;
-    let (replica, conn) = ready_replica(reg, p, &call.ctx).await?;
+    let _permit = admit(p, give_up()).await?;
+    let (replica, conn) = ready_replica(reg, p).await?;
     let _load = Load::new(&replica);
     let opts = call.remaining();
     let start = Instant::now();
@@ -60,6 +60,35 @@ async fn dispatch(reg: &Registry, call: Routed) -> Result<Option<Payload>, Error
     })
 }
 
+/// The method's route. While some provider has not yet said HELLO it may
+/// be the one offering the method, so the call waits for it (up to
+/// [`READY_WAIT`] or its deadline) before it is refused.
+async fn find(reg: &Registry, method: &str) -> Result<Arc<Route>, Error> {
+    let give_up = give_up();
+    loop {
+        let changed = reg.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        if let Some(route) = reg.route(method) {
+            return Ok(route);
+        }
+        let pending = reg.pending();
+        if pending.is_empty() || reg.is_stopping() {
+            return Err(unknown(reg, method));
+        }
+        if tokio::time::timeout_at(give_up, changed).await.is_err() {
+            return Err(Error::unavailable(format!("no provider offers {method:?} yet; still starting (they may): {pending:?}")));
+        }
+    }
+}
+
+/// When a call stops waiting in the hub (for a route, a replica, a
+/// slot): [`READY_WAIT`] from now. A sooner deadline needs nothing here:
+/// the runtime ends the call with `deadline_exceeded` when it passes.
+fn give_up() -> tokio::time::Instant {
+    tokio::time::Instant::now() + READY_WAIT
+}
+
 fn unknown(reg: &Registry, method: &str) -> Error {
     let names: Vec<String> = reg.routes().into_iter().map(|r| r.info.name.clone()).collect();
     let shown = if names.len() > 20 { format!("{:?} and {} more", &names[..20], names.len() - 20) } else { format!("{names:?}") };
@@ -68,7 +97,7 @@ fn unknown(reg: &Registry, method: &str) -> Error {
 
 /// Takes a slot within the provider's `max_in_flight`, waiting in its
 /// bounded queue if need be.
-async fn admit(p: &ProviderState) -> Result<OwnedSemaphorePermit, Error> {
+async fn admit(p: &ProviderState, give_up: tokio::time::Instant) -> Result<OwnedSemaphorePermit, Error> {
     if let Ok(permit) = p.gate.clone().try_acquire_owned() {
         return Ok(permit);
     }
@@ -90,15 +119,20 @@ async fn admit(p: &ProviderState) -> Result<OwnedSemaphorePermit, Error> {
         }
     }
     let _queued = Queued(p);
-    // The runtime stops this future at the caller's deadline.
-    p.gate.clone().acquire_owned().await.map_err(|_| Error::unavailable("the hub is shutting down"))
+    match tokio::time::timeout_at(give_up, p.gate.clone().acquire_owned()).await {
+        Ok(Ok(permit)) => Ok(permit),
+        Ok(Err(_)) => Err(Error::unavailable("the hub is shutting down")),
+        Err(_) => Err(Error::new(
+            Code::ResourceExhausted,
+            format!("provider {:?} is at its limit: waited {READY_WAIT:?} in its queue for a slot; try again later", cfg.name),
+        )),
+    }
 }
 
 /// The ready replica with the fewest calls in flight; waits (up to
 /// [`READY_WAIT`]) while the provider is starting or restarting.
-async fn ready_replica(reg: &Registry, p: &ProviderState, ctx: &CallContext) -> Result<(Arc<Replica>, hubwire::Connection), Error> {
-    let give_up = tokio::time::Instant::now() + READY_WAIT;
-    let give_up = ctx.deadline().map_or(give_up, |d| d.min(give_up));
+async fn ready_replica(reg: &Registry, p: &ProviderState) -> Result<(Arc<Replica>, hubwire::Connection), Error> {
+    let give_up = give_up();
     loop {
         let changed = p.changed.notified();
         tokio::pin!(changed);

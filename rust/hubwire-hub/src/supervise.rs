@@ -24,8 +24,9 @@ use crate::registry::{Phase, ProviderState, Registry, Replica};
 
 /// How one run of a replica ended.
 enum Ended {
-    /// It died (or never came up); restart it unless it is crash-looping.
-    Died(String),
+    /// It died, or never came up (`ready` false); restart it unless it is
+    /// crash-looping.
+    Died { why: String, ready: bool },
     /// It can never work in this hub (a method conflict): do not restart.
     Refused(String),
     /// The hub is stopping; the replica has been stopped.
@@ -43,7 +44,7 @@ pub fn start(reg: &Arc<Registry>, config: &Config) -> Vec<tokio::task::JoinHandl
     tasks
 }
 
-fn set_phase(p: &ProviderState, r: &Replica, phase: Phase) {
+fn set_phase(reg: &Registry, p: &ProviderState, r: &Replica, phase: Phase) {
     let mut st = r.state.lock().unwrap();
     if phase != Phase::Ready {
         st.conn = None;
@@ -51,48 +52,56 @@ fn set_phase(p: &ProviderState, r: &Replica, phase: Phase) {
     st.phase = phase;
     drop(st);
     p.changed.notify_waiters();
+    reg.changed.notify_waiters();
 }
 
 async fn supervise(reg: Arc<Registry>, p: Arc<ProviderState>, r: Arc<Replica>, config: Config) {
     let cfg = &p.config;
     let (name, i) = (cfg.name.as_str(), r.index);
+    // A dialled provider's process is not ours: when it cannot be reached
+    // we keep dialling (backoff capped at backoff_max) rather than give up.
+    let dialled = !matches!(cfg.launch, Launch::Exec { .. });
     let mut backoff = cfg.backoff;
     let mut quick_deaths = 0;
     loop {
         if reg.is_stopping() {
-            set_phase(&p, &r, Phase::Stopped);
+            set_phase(&reg, &p, &r, Phase::Stopped);
             return;
         }
-        set_phase(&p, &r, Phase::Starting);
+        set_phase(&reg, &p, &r, Phase::Starting);
         let started = Instant::now();
-        let why = match run_once(&reg, &p, &r, &config).await {
-            Ended::Died(why) => why,
+        let (why, ready) = match run_once(&reg, &p, &r, &config).await {
+            Ended::Died { why, ready } => (why, ready),
             Ended::Refused(why) => {
                 tracing::error!(provider = name, replica = i, "refused: {why}");
                 *p.refused.lock().unwrap() = Some(why.clone());
-                set_phase(&p, &r, Phase::Failed(why));
+                set_phase(&reg, &p, &r, Phase::Failed(why));
                 return;
             }
             Ended::Stopping => {
-                set_phase(&p, &r, Phase::Stopped);
+                set_phase(&reg, &p, &r, Phase::Stopped);
                 return;
             }
         };
         r.state.lock().unwrap().last_exit = Some(why.clone());
-        if started.elapsed() < cfg.min_uptime {
+        // A run that never got through its handshake counts as a quick
+        // death however long it took (a provider that never says HELLO
+        // would otherwise be restarted forever).
+        if !ready || started.elapsed() < cfg.min_uptime {
             quick_deaths += 1;
         } else {
             quick_deaths = 0;
             backoff = cfg.backoff;
         }
-        if quick_deaths >= cfg.crash_limit {
+        if quick_deaths >= cfg.crash_limit && !dialled {
             let reason = format!("crash loop: died {quick_deaths} times in a row within {:?} of starting; last: {why}", cfg.min_uptime);
             tracing::error!(provider = name, replica = i, "marked failed: {reason}");
-            set_phase(&p, &r, Phase::Failed(reason));
+            set_phase(&reg, &p, &r, Phase::Failed(reason));
             return;
         }
-        tracing::warn!(provider = name, replica = i, "{why}; restarting in {backoff:?}");
-        set_phase(&p, &r, Phase::Backoff);
+        let again = if dialled { "dialling again" } else { "restarting" };
+        tracing::warn!(provider = name, replica = i, "{why}; {again} in {backoff:?}");
+        set_phase(&reg, &p, &r, if dialled && !ready { Phase::Unreachable } else { Phase::Backoff });
         r.state.lock().unwrap().restarts += 1;
         tokio::select! {
             _ = tokio::time::sleep(backoff) => {}
@@ -109,9 +118,10 @@ async fn run_once(reg: &Registry, p: &Arc<ProviderState>, r: &Arc<Replica>, conf
         Launch::Exec { argv, env, dir } => {
             let (t, child) = match spawn(p, r, argv, env, dir.as_deref()) {
                 Ok(x) => x,
-                Err(e) => return Ended::Died(e),
+                Err(why) => return Ended::Died { why, ready: false },
             };
-            r.state.lock().unwrap().pid = child.id();
+            let pid = child.id();
+            r.state.lock().unwrap().pid = pid;
             let mut child = Some(child);
             let conn = tokio::select! {
                 c = Connection::dial(t, config) => c.map_err(|e| format!("handshake failed: {e}")),
@@ -121,28 +131,28 @@ async fn run_once(reg: &Registry, p: &Arc<ProviderState>, r: &Arc<Replica>, conf
             match conn {
                 Ok(c) => (c, child),
                 Err(why) => {
-                    let exit = stop_child(child, None, cfg.stop_timeout).await;
-                    return if reg.is_stopping() { Ended::Stopping } else { Ended::Died(join(why, exit)) };
+                    let exit = stop_child(child, pid, None, cfg.stop_timeout).await;
+                    return if reg.is_stopping() { Ended::Stopping } else { Ended::Died { why: join(why, exit), ready: false } };
                 }
             }
         }
-        Launch::Unix(path) => match unix::connect(path).await {
-            Ok(t) => match Connection::dial(t, config).await {
+        Launch::Unix(path) => {
+            let at = format!("unix:{}", path.display());
+            match dial(reg, &at, config, unix::connect(path)).await {
                 Ok(c) => (c, None),
-                Err(e) => return Ended::Died(format!("handshake with unix:{} failed: {e}", path.display())),
-            },
-            Err(e) => return Ended::Died(format!("cannot connect to unix:{}: {e}", path.display())),
-        },
-        Launch::Tcp(addr) => match tcp::connect(addr.as_str()).await {
-            Ok(t) => match Connection::dial(t, config).await {
-                Ok(c) => (c, None),
-                Err(e) => return Ended::Died(format!("handshake with tcp:{addr} failed: {e}")),
-            },
-            Err(e) => return Ended::Died(format!("cannot connect to tcp:{addr}: {e}")),
+                Err(None) => return Ended::Stopping,
+                Err(Some(why)) => return Ended::Died { why, ready: false },
+            }
+        }
+        Launch::Tcp(addr) => match dial(reg, &format!("tcp:{addr}"), config, tcp::connect(addr.as_str())).await {
+            Ok(c) => (c, None),
+            Err(None) => return Ended::Stopping,
+            Err(Some(why)) => return Ended::Died { why, ready: false },
         },
     };
+    let pid = r.state.lock().unwrap().pid.filter(|_| child.is_some());
     if let Err(why) = reg.register(p, &conn.peer().methods) {
-        stop_child(child, Some(&conn), cfg.stop_timeout).await;
+        stop_child(child, pid, Some(&conn), cfg.stop_timeout).await;
         return Ended::Refused(why);
     }
     let methods: Vec<&str> = conn.peer().methods.iter().map(|m| m.name.as_str()).collect();
@@ -153,6 +163,7 @@ async fn run_once(reg: &Registry, p: &Arc<ProviderState>, r: &Arc<Replica>, conf
         st.phase = Phase::Ready;
     }
     p.changed.notify_waiters();
+    reg.changed.notify_waiters();
     let why = tokio::select! {
         e = conn.closed() => format!("connection lost: {}", e.message()),
         s = wait_child(&mut child) => format!("exited ({})", describe(s)),
@@ -160,12 +171,32 @@ async fn run_once(reg: &Registry, p: &Arc<ProviderState>, r: &Arc<Replica>, conf
         _ = reg.stopped() => String::new(),
     };
     // No new calls to it from here on.
-    set_phase(p, r, Phase::Starting);
-    let exit = stop_child(child, Some(&conn), cfg.stop_timeout).await;
+    set_phase(reg, p, r, Phase::Starting);
+    let exit = stop_child(child, pid, Some(&conn), cfg.stop_timeout).await;
     if reg.is_stopping() {
         return Ended::Stopping;
     }
-    Ended::Died(join(why, exit))
+    Ended::Died { why: join(why, exit), ready: true }
+}
+
+/// Dials a provider's socket and does the handshake, both within the
+/// handshake timeout; gives up at once (`Err(None)`) if the hub stops.
+async fn dial<T, F>(reg: &Registry, at: &str, config: &Config, connect: F) -> Result<Connection, Option<String>>
+where
+    T: hubwire::transport::Transport,
+    F: std::future::Future<Output = std::io::Result<T>>,
+{
+    let attempt = async {
+        let t = connect.await.map_err(|e| format!("cannot connect to {at}: {e}"))?;
+        Connection::dial(t, config).await.map_err(|e| format!("handshake with {at} failed: {e}"))
+    };
+    tokio::select! {
+        r = tokio::time::timeout(config.handshake_timeout, attempt) => match r {
+            Ok(r) => r.map_err(Some),
+            Err(_) => Err(Some(format!("no answer from {at} within {:?}", config.handshake_timeout))),
+        },
+        _ = reg.stopped() => Err(None),
+    }
 }
 
 fn join(why: String, exit: Option<String>) -> String {
@@ -187,6 +218,8 @@ fn spawn(
     if let Some(d) = dir {
         cmd.current_dir(d);
     }
+    // Its own process group, so that stopping it stops whatever it started.
+    cmd.process_group(0);
     // Children never outlive the hub, even when it is killed with -9: the
     // kernel sends them SIGKILL when their parent goes.
     // SAFETY: prctl is async-signal-safe.
@@ -231,26 +264,42 @@ async fn health(conn: &Connection, every: Duration, within: Duration) -> String 
 /// Stops a replica: closes the connection (a child SHOULD exit on
 /// end-of-stream, `spec/PROTOCOL.md` §10), then SIGTERM, then SIGKILL
 /// after `grace`. Returns how the child ended.
-async fn stop_child(child: Option<Child>, conn: Option<&Connection>, grace: Duration) -> Option<String> {
+///
+/// The child leads its own process group (see `spawn`, `pid` is its id),
+/// and the signals go to the group, so that what it started stops with it;
+/// whatever of the group is left once the child has ended is killed.
+async fn stop_child(child: Option<Child>, pid: Option<u32>, conn: Option<&Connection>, grace: Duration) -> Option<String> {
     if let Some(c) = conn {
         c.close(Duration::ZERO).await;
     }
     let mut child = child?;
-    if let Ok(Some(s)) = child.try_wait() {
-        return Some(describe(Some(s)));
+    let signal_group = |sig| {
+        if let Some(pid) = pid {
+            // SAFETY: kill(2) with a negative pid signals that group. The
+            // group id stays ours while any member lives (the kernel does
+            // not reuse an id that is still a group's), and ESRCH when
+            // none does is harmless.
+            unsafe { libc::kill(-(pid as i32), sig) };
+        }
+    };
+    let ended = async {
+        if let Ok(Some(s)) = child.try_wait() {
+            return describe(Some(s));
+        }
+        if let Ok(s) = tokio::time::timeout(Duration::from_millis(200), child.wait()).await {
+            return describe(s.ok());
+        }
+        signal_group(libc::SIGTERM);
+        if let Ok(s) = tokio::time::timeout(grace, child.wait()).await {
+            return describe(s.ok());
+        }
+        signal_group(libc::SIGKILL);
+        let _ = child.start_kill();
+        format!("{} after ignoring SIGTERM for {grace:?}", describe(child.wait().await.ok()))
     }
-    if let Ok(s) = tokio::time::timeout(Duration::from_millis(200), child.wait()).await {
-        return Some(describe(s.ok()));
-    }
-    if let Some(pid) = child.id() {
-        // SAFETY: signalling our own child, which has not been reaped.
-        unsafe { libc::kill(pid as i32, libc::SIGTERM) };
-    }
-    if let Ok(s) = tokio::time::timeout(grace, child.wait()).await {
-        return Some(describe(s.ok()));
-    }
-    let _ = child.start_kill();
-    Some(format!("{} after ignoring SIGTERM for {grace:?}", describe(child.wait().await.ok())))
+    .await;
+    signal_group(libc::SIGKILL);
+    Some(ended)
 }
 
 /// "exit status 3", "killed by signal 9 (SIGKILL)".

@@ -68,7 +68,24 @@ fn a_port_in_use_is_refused_with_its_line() {
 #[test]
 fn bad_values_are_refused() {
     refused(&format!("{HUB}\n[[provider]]\nname = \"a\"\nexec = [\"x\"]\nmin_uptime = \"soon\"\n"), 7, "not a duration");
-    refused(&format!("{HUB}\n[[provider]]\nname = \"a\"\nexec = [\"x\"]\nreplicas = 0\n"), 7, "replicas = 0 must be at least 1");
+    refused(&format!("{HUB}\n[[provider]]\nname = \"a\"\nexec = [\"x\"]\nreplicas = 0\n"), 7, "replicas = 0 must be between 1 and 1024");
+    refused(
+        &format!("{HUB}\n[[provider]]\nname = \"a\"\nexec = [\"x\"]\nmax_in_flight = 9223372036854775807\n"),
+        7,
+        "must be between 1 and 1000000",
+    );
+    refused(
+        &format!("{HUB}\n[[provider]]\nname = \"a\"\nexec = [\"x\"]\ncrash_loop_limit = 4294967297\n"),
+        7,
+        "must be between 1 and 1000",
+    );
+    refused(
+        &format!("{HUB}\n[[provider]]\nname = \"a\"\nexec = [\"x\"]\nhealth_interval = \"0s\"\n"),
+        7,
+        "health_interval must be more than zero",
+    );
+    refused(&format!("{HUB}\n[[provider]]\nname = \"a\\\"b\"\nexec = [\"x\"]\n"), 5, "use only letters, digits");
+    refused(&format!("{HUB}\n[[provider]]\nname = \"a\"\ndial = \"tcp:localhost\"\n"), 6, "expected \"unix:PATH\" or \"tcp:HOST:PORT\"");
     refused(&format!("{HUB}\n[[provider]]\nname = \"a\"\nexec = [\"x\"]\ndial = \"unix:/x\"\n"), 7, "not both");
     refused(&format!("{HUB}\n[[provider]]\nname = \"a\"\ndial = \"ftp:x\"\n"), 6, "expected \"unix:PATH\" or \"tcp:HOST:PORT\"");
     refused("[hub]\nwait = \"fast\"\nunix = \"hub.sock\"\n", 2, "expected \"efficient\" or \"low-latency\"");

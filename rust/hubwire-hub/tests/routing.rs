@@ -66,20 +66,47 @@ async fn deadlines_and_cancellation_reach_the_provider() {
     let e = c.call_with::<_, String>("sleep", &serde_json::json!({"ms": 30_000}), &opts).await.unwrap_err();
     assert_eq!(e.code(), Code::DeadlineExceeded, "{e}");
     assert!(started.elapsed() < Duration::from_secs(10), "the deadline was not enforced");
-    // A call dropped by its caller is cancelled at the provider too: the
-    // replica's in-flight count returns to zero.
+    // A call dropped by its caller is cancelled at the provider too: its
+    // handler stops (the provider counts its live `sleep` handlers).
     let long = serde_json::json!({"ms": 30_000});
     let call = c.call::<_, String>("sleep", &long);
     let _ = tokio::time::timeout(Duration::from_millis(300), call).await;
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
+        let live: usize = c.call("live", &()).await.unwrap();
         let s = hub.status().await;
-        if s.providers[0].replicas[0].in_flight == 0 {
+        if live == 0 && s.providers[0].replicas[0].in_flight == 0 {
             break;
         }
-        assert!(Instant::now() < deadline, "cancelled calls still in flight: {s:?}");
+        assert!(Instant::now() < deadline, "cancelled calls still running: {live} handlers at the provider; {s:?}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // A live handler is counted, so the check above can fail.
+    let call = tokio::spawn({
+        let c = c.clone();
+        async move { c.call::<_, String>("sleep", &serde_json::json!({"ms": 30_000})).await }
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.call::<_, usize>("live", &()).await.unwrap() != 1 {
+        assert!(Instant::now() < deadline, "the sleep never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    call.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_made_before_a_provider_says_hello_wait_for_it() {
+    let hub = Hub::start("[[provider]]\nname = \"slow\"\nexec = [\"{provider}\", \"--hello-after\", \"1500\"]\n");
+    // No wait_ready: the provider has not said HELLO, so the hub does not
+    // know its methods yet.
+    let c = hub.connect().await;
+    let started = Instant::now();
+    let echoed = c.call_raw("echo", Bytes::from_static(b"early")).await.unwrap();
+    assert_eq!(&echoed[..], b"early");
+    println!("an early call was answered after {:?}", started.elapsed());
+    // Once every provider has registered, an unknown name is refused at once.
+    let e = c.call_raw("nope", Bytes::new()).await.unwrap_err();
+    assert_eq!(e.code(), Code::UnknownMethod, "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -120,6 +147,15 @@ async fn the_cli_calls_lists_and_shows_status() {
         .output()
         .unwrap();
     assert_eq!(out.stdout, b"raw \x00\x01 bytes", "--raw sends and prints bytes untouched");
+    // For an input stream, --raw bytes go as its one item.
+    let out = std::process::Command::new(common::HUB)
+        .args(["call", "bytes", "--raw"])
+        .arg(&raw)
+        .arg("--hub")
+        .arg(format!("unix:{}", hub.socket.display()))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "12\n", "{}", String::from_utf8_lossy(&out.stderr));
     let (code, _, err) = hub.cli(&["call", "nope"]);
     assert_eq!(code, 1);
     assert!(err.starts_with("error: unknown_method:"), "{err}");
@@ -219,11 +255,24 @@ async fn a_dialled_provider_is_reached_and_redialled_after_it_restarts() {
             .spawn()
             .unwrap()
     };
-    let mut remote = serve(&sock);
-    while !sock.exists() {
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    // The hub starts first: the provider is unreachable, dialled again and
+    // again, and never given up on (more failures than crash_loop_limit).
+    let hub = Hub::start(&format!(
+        "[[provider]]\nname = \"remote\"\ndial = \"unix:{}\"\nrestart_backoff = \"10ms\"\nrestart_backoff_max = \"50ms\"\ncrash_loop_limit = 2\n",
+        sock.display()
+    ));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let s = hub.status().await;
+        let r = &s.providers[0].replicas[0];
+        assert_ne!(r.state, "failed", "a dialled provider was given up on: {s:?}");
+        if r.state == "unreachable" && r.restarts >= 4 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not shown as unreachable: {s:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let hub = Hub::start(&format!("[[provider]]\nname = \"remote\"\ndial = \"unix:{}\"\nrestart_backoff = \"50ms\"\n", sock.display()));
+    let mut remote = serve(&sock);
     hub.wait_ready("remote", 1).await;
     let c = hub.connect().await;
     let first: u32 = c.call("pid", &()).await.unwrap();

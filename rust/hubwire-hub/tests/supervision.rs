@@ -146,8 +146,12 @@ async fn a_pool_of_four_answers_64_clients_times_1000_calls_exactly_once() {
 async fn sigterm_under_load_answers_every_accepted_call_and_leaves_no_child() {
     let mut hub = Hub::start("[[provider]]\nname = \"test\"\nexec = [\"{provider}\"]\nreplicas = 2\n");
     let s = hub.wait_ready("test", 2).await;
-    let pids: Vec<u32> = s.providers[0].replicas.iter().filter_map(|r| r.pid).collect();
+    let mut pids: Vec<u32> = s.providers[0].replicas.iter().filter_map(|r| r.pid).collect();
     assert_eq!(pids.len(), 2);
+    // A process a provider started stops with it (its process group).
+    let grandchild: u32 = hub.connect().await.call("grandchild", &()).await.unwrap();
+    assert!(alive(grandchild));
+    pids.push(grandchild);
     let (ok, unavailable) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let mut tasks = Vec::new();
     for _ in 0..16 {
@@ -182,7 +186,7 @@ async fn sigterm_under_load_answers_every_accepted_call_and_leaves_no_child() {
     );
     assert_eq!(unavailable.load(Ordering::Relaxed), 16, "every client ends with unavailable, none hangs");
     for pid in pids {
-        assert!(!alive(pid), "provider {pid} outlived the hub");
+        assert!(!alive(pid), "process {pid} (a provider, or what one started) outlived the hub");
     }
     assert!(!hub.socket.exists(), "the socket file was left behind");
 }

@@ -222,6 +222,12 @@ impl Connection {
         self.inner().closed.borrow().is_some()
     }
 
+    /// Whether the peer has sent GOAWAY: it finishes the calls it has but
+    /// takes no new ones, so new calls belong elsewhere.
+    pub fn is_draining(&self) -> bool {
+        self.inner().state.lock().unwrap().peer_draining
+    }
+
     /// Waits until the connection dies; returns why.
     pub async fn closed(&self) -> Error {
         let mut rx = self.inner().closed.subscribe();

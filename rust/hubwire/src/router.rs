@@ -97,13 +97,14 @@ async fn alongside<T>(inputs: impl Future<Output = Result<(), Error>>, answer: i
 }
 
 /// Caller's items → the onward call, then END. Once the onward call has
-/// ended (it answered early), its answer says how the call ended, so this
-/// just stops.
+/// ended (it answered early: sending says `cancelled`), its answer says
+/// how the call ended, so this just stops; any other failure to send (an
+/// item over the callee's limit, the deadline) ends the call with it.
 async fn relay_inputs(items: Option<Items<Payload>>, up: Option<ItemSink<Payload>>) -> Result<(), Error> {
     let (Some(mut items), Some(up)) = (items, up) else { return Ok(()) };
     while let Some(p) = items.next().await? {
-        if up.send(&p).await.is_err() {
-            return Ok(());
+        if let Err(e) = up.send(&p).await {
+            return if e.code() == Code::Cancelled { Ok(()) } else { Err(e) };
         }
     }
     let _ = up.finish();

@@ -2,13 +2,18 @@
 //!
 //! Methods (each name prefixed with `--prefix`, default none):
 //! `echo` (raw, unary), `pid` (its process id), `sleep` ({"ms": n}, waits
-//! and says so; cancellable), `count` (n → items 0..n), `sum` (stream of
-//! integers → their sum), `upper` (bidi: each string upper-cased).
+//! and says so; cancellable), `live` (how many `sleep` handlers are
+//! running), `count` (n → items 0..n), `sum` (stream of integers → their
+//! sum), `bytes` (stream of raw items → their total length), `upper`
+//! (bidi: each string upper-cased), `grandchild` (starts `sleep 1000` as
+//! its own child and returns its pid).
 //!
 //! `--exit-at-once CODE` prints a fatal line on stderr and exits with CODE
-//! before serving: a provider in a crash loop. `--unix PATH` serves on a
-//! Unix socket instead of the parent's descriptor (a dialled provider).
+//! before serving: a provider in a crash loop. `--hello-after MS` waits
+//! that long before its handshake: a slow starter. `--unix PATH` serves on
+//! a Unix socket instead of the parent's descriptor (a dialled provider).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use hubwire::{Config, Error, Provider, Raw};
@@ -19,12 +24,34 @@ struct Sleep {
     ms: u64,
 }
 
+/// `sleep` handlers running now.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts a `sleep` handler in [`LIVE`] until it ends, however it ends.
+struct Live;
+
+impl Live {
+    fn new() -> Live {
+        LIVE.fetch_add(1, Ordering::SeqCst);
+        Live
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let flag = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
     if let Some(code) = flag("--exit-at-once") {
         eprintln!("fatal: cannot open the database (simulated by --exit-at-once {code})");
         std::process::exit(code.parse().unwrap_or(1));
+    }
+    if let Some(ms) = flag("--hello-after") {
+        std::thread::sleep(Duration::from_millis(ms.parse().unwrap_or(1000)));
     }
     let prefix = flag("--prefix").unwrap_or_default();
     let m = |name: &str| format!("{prefix}{name}");
@@ -35,8 +62,14 @@ fn main() {
         .doc(&m("echo"), "Returns its input bytes")
         .unary(&m("pid"), |_ctx, (): ()| async move { Ok(std::process::id()) })
         .unary(&m("sleep"), |_ctx, s: Sleep| async move {
+            let _live = Live::new();
             tokio::time::sleep(Duration::from_millis(s.ms)).await;
             Ok(format!("slept {} ms", s.ms))
+        })
+        .unary(&m("live"), |_ctx, (): ()| async move { Ok(LIVE.load(Ordering::SeqCst)) })
+        .unary(&m("grandchild"), |_ctx, (): ()| async move {
+            let c = std::process::Command::new("sleep").arg("1000").spawn().map_err(|e| Error::defect(e.to_string()))?;
+            Ok(c.id())
         })
         .server_stream(&m("count"), |_ctx, n: u32, sink: hubwire::ItemSink<u32>| async move {
             for i in 0..n {
@@ -50,6 +83,13 @@ fn main() {
                 total += x;
             }
             Ok::<i64, Error>(total)
+        })
+        .client_stream(&m("bytes"), |_ctx, mut items: hubwire::Items<Raw>| async move {
+            let mut total = 0u64;
+            while let Some(x) = items.next().await? {
+                total += x.0.len() as u64;
+            }
+            Ok::<u64, Error>(total)
         })
         .bidi(&m("upper"), |_ctx, mut items: hubwire::Items<String>, sink: hubwire::ItemSink<String>| async move {
             while let Some(s) = items.next().await? {
