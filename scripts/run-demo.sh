@@ -4,7 +4,8 @@
 # what each returned and the status table, then stop the hub with SIGTERM
 # and check that it left no process behind.
 #
-#   scripts/run-demo.sh BIN_DIR     (BIN_DIR holds hubwire and example-chat)
+#   scripts/run-demo.sh BIN_DIR     (BIN_DIR holds hubwire and example-chat;
+#                                    ts/dist holds the built TypeScript provider)
 set -euo pipefail
 
 bin=${1:?usage: scripts/run-demo.sh BIN_DIR}
@@ -54,8 +55,11 @@ hubwire hub --config "$config" 2>"$log" & hub_pid=$!
 expected=$(grep -c '^\[\[provider\]\]' "$config")
 for _ in $(seq 200); do
   kill -0 "$hub_pid" 2>/dev/null || { cat "$log" >&2; echo "error: the hub exited" >&2; exit 1; }
-  ready=$(hubwire status --json --hub "unix:$sock" 2>/dev/null | grep -c '"state": "ready"' || true)
-  [ "$ready" -ge "$expected" ] && break
+  st=$(hubwire status --json --hub "unix:$sock" 2>/dev/null || true)
+  ready=$(grep -c '"state": "ready"' <<<"$st" || true)
+  replicas=$(grep -c '"state": ' <<<"$st" || true)
+  # Every provider listed (a pool lists one row per replica) and every row ready.
+  [ "$replicas" -ge "$expected" ] && [ "$ready" -eq "$replicas" ] && break
   sleep 0.1
 done
 [ "${ready:-0}" -ge "$expected" ] || { cat "$log" >&2; echo "error: providers not ready after 20 s" >&2; exit 1; }
@@ -69,12 +73,14 @@ run hubwire call 8ball '{"question": "Will the build be green?"}'
 run hubwire call countdown '{"from": 3}'
 printf '$ printf ... | hubwire call wordcount\n'
 printf '{"text": "hello hub"}\n{"text": "one provider per command"}\n' | hubwire call wordcount
+run hubwire call roll '{"sides": 6, "count": 3}'
 run hubwire call 8ball '{"question": ""}' || echo "  (exit status $?: the provider refused an empty question, as it should)"
 run hubwire call nope || echo "  (exit status $?: no provider offers 'nope')"
 
 say "== calls through the HTTP gateway"
 http POST /v1/call/8ball '{"question": "Is HTTP slower?"}'
 http POST /v1/call/countdown '{"from": 2}'
+http POST /v1/call/roll '{"sides": 20, "count": 1}'
 http GET /healthz
 
 say "== hubwire status"
