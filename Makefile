@@ -72,8 +72,10 @@ conformance: build ## Run the conformance suite: Rust as client and provider, ev
 	@echo "== conformance, wait mode low-latency"
 	HUBWIRE_WAIT=low-latency $(BIN)/hubwire-conformance --root $(CURDIR) --lang rust --testee $(BIN)/hubwire-testee
 
-run: build build-ts ## Build, start the hub on the example providers, call them via the CLI and HTTP, show status, stop
+run: build build-ts ## Build, start the hub on the example providers, call them via the CLI and HTTP, show status, stop; then a quick bench
 	scripts/run-demo.sh $(BIN)
+	@echo; echo "== hubwire bench --quick  (the whole suite with short measurements; make bench for the full one)"
+	@$(MAKE) --no-print-directory bench-quick
 
 test-demo: build build-ts ## Run `make run` on a copy of its config (free port, own socket) and check it ends cleanly
 	@dir=$$(mktemp -d "$${TMPDIR:-/tmp}/hubwire-demo.XXXXXX"); port=$$(( 20000 + RANDOM % 20000 )); \
