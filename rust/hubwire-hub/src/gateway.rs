@@ -157,7 +157,10 @@ impl Gateway {
             (&Method::GET, "/v1/methods") => json(StatusCode::OK, &status::methods(&self.reg)),
             (&Method::GET, "/v1/status") => json(StatusCode::OK, &status::status(&self.reg, &self.hub)),
             (&Method::POST, p) if p.starts_with("/v1/call/") => {
-                let method = p["/v1/call/".len()..].to_string();
+                let method = match percent_decode(&p["/v1/call/".len()..]) {
+                    Some(m) => m,
+                    None => return error(&Error::invalid_argument("the method in the path is not valid percent-encoded UTF-8")),
+                };
                 self.call(&method, req).await.unwrap_or_else(|e| error(&e))
             }
             (_, "/healthz" | "/metrics" | "/v1/methods" | "/v1/status") => {
@@ -212,15 +215,17 @@ impl Gateway {
             (false, false) => Payload { codec, bytes: body.clone() },
         };
         if kind == Kind::Unary {
-            let out = self.conn.call_payload(method, input, &opts).await?;
-            return Ok(match to_json(&out) {
-                Ok(j) => respond(StatusCode::OK, "application/json", j),
-                Err(_) => respond(StatusCode::OK, "application/octet-stream", out.bytes),
-            });
+            return Ok(answer(self.conn.call_payload(method, input, &opts).await?));
         }
+        // Checked before the call starts, so that bad input costs the
+        // provider nothing.
+        let lines: Vec<Bytes> = match (kind.streams_in(), raw) {
+            (false, _) => Vec::new(),
+            (true, true) => vec![body],
+            (true, false) => ndjson(&body)?,
+        };
         let mut call = self.conn.call_any(method, kind, input, &opts).await?;
         if let Some(sink) = call.sink.take() {
-            let lines: Vec<Bytes> = if raw { vec![body] } else { ndjson(&body)? };
             tokio::spawn(async move {
                 for bytes in lines {
                     if sink.send(&Payload { codec, bytes }).await.is_err() {
@@ -231,8 +236,7 @@ impl Gateway {
             });
         }
         let Some(mut items) = call.items.take() else {
-            let out = call.response().await?;
-            return Ok(respond(StatusCode::OK, "application/json", to_json(&out).unwrap_or(out.bytes)));
+            return Ok(answer(call.response().await?));
         };
         // Wait for the first item, so that an error before any output gets
         // its own HTTP status rather than a 200 with an error line.
@@ -257,6 +261,31 @@ impl Gateway {
         });
         Ok(Response::builder().status(StatusCode::OK).header("content-type", "application/x-ndjson").body(Body::Lines(rx)).unwrap())
     }
+}
+
+/// A RESPONSE payload as the HTTP answer: JSON, or the bytes themselves.
+fn answer(out: Payload) -> Response<Body> {
+    match to_json(&out) {
+        Ok(j) => respond(StatusCode::OK, "application/json", j),
+        Err(_) => respond(StatusCode::OK, "application/octet-stream", out.bytes),
+    }
+}
+
+/// `%2F` and friends in a path segment, decoded; `None` if malformed.
+fn percent_decode(s: &str) -> Option<String> {
+    let (mut out, b) = (Vec::with_capacity(s.len()), s.as_bytes());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 fn check_json(body: &[u8]) -> Result<(), Error> {

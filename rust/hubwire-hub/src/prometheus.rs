@@ -50,6 +50,18 @@ pub fn render(reg: &Registry) -> String {
         }
     }
     family("hubwire_calls_total", "counter", "Calls answered, by status code.", by_code);
+    let mut refused = Vec::new();
+    for p in &reg.providers {
+        for (code, n) in p.refusals.by_code() {
+            refused.push((format!("provider=\"{}\",code=\"{}\"", p.config.name, code.name()), n.to_string()));
+        }
+    }
+    family(
+        "hubwire_calls_refused_total",
+        "counter",
+        "Calls refused before reaching a replica (queue full, none ready, provider failed), by status code.",
+        refused,
+    );
     family(
         "hubwire_calls_queued",
         "gauge",

@@ -129,6 +129,9 @@ pub struct ProviderState {
     pub refused: Mutex<Option<String>>,
     /// Set once a replica has registered its methods.
     pub registered: AtomicBool,
+    /// Calls refused before reaching a replica (full queue, no replica
+    /// ready, the provider failed), by code.
+    pub refusals: Metrics,
     /// Where the next pick starts, so that ties rotate over the pool.
     next: AtomicUsize,
 }
@@ -212,6 +215,7 @@ impl Registry {
                     changed: Notify::new(),
                     refused: Mutex::new(None),
                     registered: AtomicBool::new(false),
+                    refusals: Metrics::default(),
                     next: AtomicUsize::new(0),
                     config: c.clone(),
                 })

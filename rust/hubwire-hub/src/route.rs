@@ -47,13 +47,19 @@ async fn dispatch(reg: &Registry, call: Routed) -> Result<Option<Payload>, Error
         return Err(Error::invalid_argument(format!("method {method:?} is {}, called as {}", route.info.kind.name(), call.kind.name())));
     }
     let p = &route.provider;
-    let _permit = admit(p, give_up()).await?;
-    let (replica, conn) = ready_replica(reg, p).await?;
-    let _load = Load::new(&replica);
+    let waited = Instant::now();
+    let slot = async {
+        let permit = admit(p, give_up()).await?;
+        let (replica, conn) = ready_replica(reg, p).await?;
+        Ok::<_, Error>((permit, replica, conn))
+    };
+    // Refused before any replica saw it (full queue, no replica): counted
+    // against the provider, so that a scrape shows what callers were told.
+    let (_permit, replica, conn) = slot.await.inspect_err(|e| p.refusals.record(waited.elapsed(), e.code()))?;
+    let mut load = Load::new(&replica);
     let opts = call.remaining();
-    let start = Instant::now();
     let result = call.forward(&conn, &opts).await;
-    replica.metrics.record(start.elapsed(), result.as_ref().err().map_or(Code::Ok, Error::code));
+    load.finish(result.as_ref().err().map_or(Code::Ok, Error::code));
     result.map_err(|e| match e.code() {
         Code::Unavailable => Error::unavailable(format!("provider {:?} (replica {}): {}", p.config.name, replica.index, e.message())),
         _ => e,
@@ -157,18 +163,29 @@ async fn ready_replica(reg: &Registry, p: &ProviderState) -> Result<(Arc<Replica
     }
 }
 
-/// Counts a call against a replica while it is in flight, however it ends.
-struct Load(Arc<Replica>);
+/// Counts a call against a replica while it is in flight, and records how
+/// it ended, however it ends: a call whose caller went away (the routed
+/// future dropped) counts as `cancelled`.
+struct Load {
+    replica: Arc<Replica>,
+    start: Instant,
+    code: Code,
+}
 
 impl Load {
     fn new(r: &Arc<Replica>) -> Load {
         r.in_flight.fetch_add(1, Ordering::Relaxed);
-        Load(r.clone())
+        Load { replica: r.clone(), start: Instant::now(), code: Code::Cancelled }
+    }
+
+    fn finish(&mut self, code: Code) {
+        self.code = code;
     }
 }
 
 impl Drop for Load {
     fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.replica.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.replica.metrics.record(self.start.elapsed(), self.code);
     }
 }

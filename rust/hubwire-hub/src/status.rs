@@ -37,6 +37,9 @@ pub struct ProviderStatus {
     pub launch: String,
     /// Calls waiting for a slot.
     pub queued: usize,
+    /// Calls refused before reaching a replica (queue full, none ready).
+    #[serde(default)]
+    pub refused: u64,
     /// Its replicas.
     pub replicas: Vec<ReplicaStatus>,
 }
@@ -96,6 +99,7 @@ pub fn status(reg: &Registry, hub: &str) -> Status {
                 Launch::Tcp(a) => format!("tcp:{a}"),
             },
             queued: p.queued.load(Ordering::Relaxed),
+            refused: p.refusals.calls(),
             replicas: p
                 .replicas
                 .iter()

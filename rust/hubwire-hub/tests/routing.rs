@@ -200,6 +200,13 @@ async fn the_tcp_listener_and_the_http_gateway_serve_calls() {
     assert_eq!((status, body.as_str()), (200, "0\n1\n2\n"));
     let (status, body) = http(&addr, "POST", "/v1/call/sum", "1\n2\n3\n");
     assert_eq!((status, body.as_str()), (200, "6"));
+    // Bad NDJSON is refused before the call starts, naming the line.
+    let (status, body) = http(&addr, "POST", "/v1/call/sum", "1\n{oops\n");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("line 2"), "{body}");
+    // The method in the path is percent-decoded.
+    assert_eq!(http(&addr, "POST", "/v1/call/sl%65ep", r#"{"ms": 1}"#), (200, "\"slept 1 ms\"".into()));
+    assert_eq!(http(&addr, "POST", "/v1/call/sleep%zz", "").0, 400);
     let (status, body) = http(&addr, "POST", "/v1/call/nope", "");
     assert_eq!(status, 404);
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -215,6 +222,7 @@ async fn the_tcp_listener_and_the_http_gateway_serve_calls() {
     assert_eq!(status, 200);
     assert!(metrics.contains("hubwire_calls_total{provider=\"test\",replica=\"0\",code=\"ok\"}"), "{metrics}");
     assert!(metrics.contains("hubwire_replica_up{provider=\"test\",replica=\"0\"} 1"), "{metrics}");
+    assert!(metrics.contains("# TYPE hubwire_calls_refused_total counter"), "{metrics}");
     assert_eq!(http(&addr, "GET", "/v1/call/x", "").0, 405);
 }
 

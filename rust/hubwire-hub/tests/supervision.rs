@@ -241,4 +241,6 @@ async fn load_over_the_limit_is_refused_and_memory_stays_bounded() {
     assert!(ok >= 12, "the admitted calls ({ok}) completed");
     assert!(exhausted >= 3000, "most of the excess was refused, not buffered: {exhausted}");
     assert!(peak < 200 * 1024, "the hub's peak RSS grew to {peak} KiB for 250 MiB offered");
+    let s = hub.status().await;
+    assert_eq!(s.providers[0].refused, exhausted, "the refusals are counted: {s:?}");
 }
