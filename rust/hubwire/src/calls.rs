@@ -3,6 +3,7 @@
 //! reader needs to route every frame to the right one.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -105,8 +106,8 @@ impl CancelSignal {
 
 /// The mutable state of a connection, under one lock.
 pub(crate) struct State {
-    pub(crate) out: HashMap<u32, OutCall>,
-    pub(crate) served: HashMap<u32, Served>,
+    pub(crate) out: IdMap<OutCall>,
+    pub(crate) served: IdMap<Served>,
     next_id: u32,
     first_id: u32,
     /// Set once, when the connection dies; new calls fail with it.
@@ -125,8 +126,8 @@ impl State {
     pub(crate) fn new(dialer: bool) -> State {
         let first_id = if dialer { 1 } else { 2 };
         State {
-            out: HashMap::new(),
-            served: HashMap::new(),
+            out: IdMap::default(),
+            served: IdMap::default(),
             next_id: first_id,
             first_id,
             closed: None,
@@ -155,5 +156,35 @@ impl State {
     /// Whether the connection has no calls left either way.
     pub(crate) fn idle(&self) -> bool {
         self.out.is_empty() && self.served.is_empty()
+    }
+}
+
+/// Calls by id, hashed by one multiplication instead of SipHash (which
+/// showed as ~3 % of each side's time when pipelining). The peer chooses
+/// the ids of the calls it makes, but the table holds at most `max_calls`
+/// of them, so ids chosen to collide can only make it as slow as a list
+/// of that length; and the product's high half, which picks the bucket,
+/// depends on every bit of the id.
+pub(crate) type IdMap<V> = HashMap<u32, V, BuildHasherDefault<IdHasher>>;
+
+/// The hasher of [`IdMap`]: Fibonacci hashing of a `u32`, halves swapped
+/// (hashbrown takes the bucket from the low bits).
+#[derive(Default)]
+pub(crate) struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0.rotate_left(32)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only u32 keys are hashed; anything else still hashes soundly.
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u32(&mut self, id: u32) {
+        self.0 = u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }

@@ -221,7 +221,8 @@ impl Connection {
             Ok(p) => p,
             Err(_) => inner.gate.clone().acquire_owned().await.map_err(|_| inner.closed_error())?,
         };
-        let id = {
+        // Other calls in flight: this REQUEST can share a write with theirs.
+        let (id, pipelined) = {
             let mut st = inner.state.lock().unwrap();
             if let Some(e) = &st.closed {
                 return Err(e.clone());
@@ -231,15 +232,19 @@ impl Connection {
             }
             let id = st.alloc_id();
             st.out.insert(id, OutCall { sink, send_credit, recv });
-            id
+            (id, st.out.len() > 1)
         };
         let guard = Arc::new(CallGuard { conn: self.clone(), id });
         let timeout_ms = match opts.timeout {
             None => 0,
             Some(t) => t.as_millis().clamp(1, u32::MAX as u128) as u32,
         };
-        inner.send_request(id, kind, input.codec, timeout_ms, method, &input.bytes)?;
-        inner.kick();
+        inner.send_request(id, kind, input.codec, timeout_ms, method, &input.bytes, pipelined)?;
+        if !pipelined {
+            // Spin for the answer now. (When pipelined, the REQUEST leaves
+            // with the background flusher: spinning first would delay it.)
+            inner.kick();
+        }
         Ok(Started { guard, deadline, _permit: permit })
     }
 }

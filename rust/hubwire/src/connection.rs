@@ -376,6 +376,9 @@ impl Inner {
         self.push(|b| frame.encode(b), &Bytes::new())
     }
 
+    /// Sends a REQUEST; `soon` when other calls are in flight (see
+    /// [`Writer::push_soon`]).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn send_request(
         &self,
         id: u32,
@@ -384,11 +387,15 @@ impl Inner {
         timeout_ms: u32,
         method: &str,
         payload: &Bytes,
+        soon: bool,
     ) -> Result<(), Error> {
-        self.push(|b| encode_request_head(b, id, kind, codec, timeout_ms, method, payload.len()), payload)
+        let head = |b: &mut BytesMut| encode_request_head(b, id, kind, codec, timeout_ms, method, payload.len());
+        let r = if soon { self.writer.push_soon(head, payload) } else { self.writer.push(head, payload) };
+        r.map_err(|r| Error::unavailable(format!("connection closed: {r}")))
     }
 
-    pub(crate) fn send_response(&self, id: u32, result: Result<Option<crate::Payload>, Error>) {
+    /// Sends a RESPONSE; `soon` when other served calls are in flight.
+    pub(crate) fn send_response(&self, id: u32, result: Result<Option<crate::Payload>, Error>, soon: bool) {
         let (codec, code, message, payload) = match result {
             Ok(Some(p)) => (p.codec, Code::Ok, String::new(), p.bytes),
             Ok(None) => (Codec::Raw, Code::Ok, String::new(), Bytes::new()),
@@ -403,7 +410,8 @@ impl Inner {
             let _ = self.push(|b| encode_response_head(b, id, Codec::Raw, Code::TooLarge, &msg, 0), &Bytes::new());
             return;
         }
-        let _ = self.push(|b| encode_response_head(b, id, codec, code, &message, payload.len()), &payload);
+        let head = |b: &mut BytesMut| encode_response_head(b, id, codec, code, &message, payload.len());
+        let _ = if soon { self.writer.push_soon(head, &payload) } else { self.writer.push(head, &payload) };
     }
 
     pub(crate) fn send_item(&self, id: u32, codec: Codec, payload: &Bytes) -> Result<(), Error> {

@@ -271,7 +271,7 @@ pub(crate) fn on_request(
         return Err(FrameError::protocol(format!("REQUEST with call id {id} of the receiver's parity")));
     }
     let refuse = |code: Code, msg: String| {
-        inner.send_response(id, Err(Error::new(code, msg)));
+        inner.send_response(id, Err(Error::new(code, msg)), false);
         Ok(false)
     };
     let provider = inner.config.provider.clone();
@@ -353,26 +353,30 @@ async fn run_served(inner: Arc<Inner>, id: u32, fut: CatchUnwind, cancel: Arc<Ca
         r = fut => Some(r),
         _ = expiry => Some(Err(Error::new(Code::DeadlineExceeded, "deadline exceeded in the handler"))),
     };
-    finish_served(&inner, id, result);
-    // The caller may answer with its next request soon: spin for it.
-    inner.kick();
+    if !finish_served(&inner, id, result) {
+        // The caller may answer with its next request soon: spin for it.
+        inner.kick();
+    }
 }
 
 /// Forgets a served call and sends its RESPONSE, unless it was cancelled
-/// (`result` is None) or the connection died meanwhile.
-fn finish_served(inner: &Arc<Inner>, id: u32, result: Option<Result<Option<Payload>, Error>>) {
-    let live = {
+/// (`result` is None) or the connection died meanwhile. Returns whether
+/// other served calls are still in flight (then the RESPONSE may share a
+/// write with theirs).
+fn finish_served(inner: &Arc<Inner>, id: u32, result: Option<Result<Option<Payload>, Error>>) -> bool {
+    let (live, more) = {
         let mut st = inner.state.lock().unwrap();
         let s = st.served.remove(&id);
         if st.draining && st.idle() {
             inner.idle.notify_waiters();
         }
-        s
+        (s, !st.served.is_empty())
     };
     if let (Some(served), Some(result)) = (live, result) {
         served.cancel();
-        inner.send_response(id, result);
+        inner.send_response(id, result, more);
     }
+    more
 }
 
 /// Turns a panic while polling the handler into a `defect` for that call.

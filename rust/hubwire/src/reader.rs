@@ -21,16 +21,14 @@ use crate::Error;
 pub(crate) async fn run(inner: Arc<Inner>, mut buf: BytesMut, decoder: Decoder) {
     let mut spinner = Spinner::new(inner.config.wait);
     let mut delivered = false;
-    let reason: Result<String, FrameError> = 'conn: loop {
-        loop {
-            match decoder.decode(&mut buf) {
-                Ok(Some(frame)) => match dispatch(&inner, frame) {
-                    Ok(woke) => delivered |= woke,
-                    Err(e) => break 'conn Err(e),
-                },
-                Ok(None) => break,
-                Err(e) => break 'conn Err(e),
-            }
+    let reason: Result<String, FrameError> = loop {
+        // Answers produced while the frames of one read are dispatched
+        // (handlers that finish at once) leave in one write.
+        inner.writer.cork();
+        let batch = dispatch_all(&inner, &decoder, &mut buf, &mut delivered);
+        inner.writer.uncork();
+        if let Err(e) = batch {
+            break Err(e);
         }
         if inner.state.lock().unwrap().closed.is_some() {
             return;
@@ -51,6 +49,14 @@ pub(crate) async fn run(inner: Arc<Inner>, mut buf: BytesMut, decoder: Decoder) 
         Ok(why) => inner.die(Error::unavailable(why)),
         Err(e) => fail_protocol(&inner, e).await,
     }
+}
+
+/// Dispatches every complete frame in `buf`.
+fn dispatch_all(inner: &Arc<Inner>, decoder: &Decoder, buf: &mut BytesMut, delivered: &mut bool) -> Result<(), FrameError> {
+    while let Some(frame) = decoder.decode(buf)? {
+        *delivered |= dispatch(inner, frame)?;
+    }
+    Ok(())
 }
 
 /// Our side found the peer's bytes bad: GOAWAY with the error, then close
@@ -210,7 +216,7 @@ fn on_item(inner: &Arc<Inner>, id: u32, payload: Payload) -> Result<(), FrameErr
         let served: Served = st.served.remove(&id).expect("present");
         drop(st);
         served.cancel();
-        inner.send_response(id, Err(overrun()));
+        inner.send_response(id, Err(overrun()), false);
     }
     Ok(())
 }

@@ -8,6 +8,18 @@
 //! is full, the remainder is handed to a background task that waits for
 //! the socket to drain. Small frames are copied into one contiguous buffer;
 //! payloads above `COPY_LIMIT` stay separate `Bytes` segments (no copy).
+//!
+//! Two exceptions to flushing at once, both so that frames that come in a
+//! burst leave in one write (one `sendmsg`, one wake-up of the peer)
+//! rather than one each:
+//! * while the reader dispatches the frames of one read, the writer is
+//!   *corked*: answers produced meanwhile (handlers that finish at once)
+//!   are written together when it is done ([`Writer::uncork`]);
+//! * a frame sent while other calls are in flight on the connection
+//!   (pipelining: more are coming) is pushed with [`Writer::push_soon`],
+//!   which leaves the write to the background flusher, a task that runs
+//!   after the tasks already woken, so their frames join the same write.
+//!   One call in flight is never delayed this way.
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
@@ -31,6 +43,8 @@ struct Queue {
     segs: VecDeque<Bytes>,
     queued: usize,
     flushing: bool,
+    /// Set while the reader dispatches a batch: no inline flush.
+    corked: bool,
     closed: Option<String>,
 }
 
@@ -67,9 +81,46 @@ impl Writer {
     }
 
     /// Queues one frame: `head` writes the header and fixed fields,
-    /// `payload` follows. Flushes inline unless another task is flushing.
-    /// Fails only when the connection is closed.
+    /// `payload` follows. Flushes inline unless another task is flushing
+    /// or the writer is corked. Fails only when the connection is closed.
     pub(crate) fn push(&self, head: impl FnOnce(&mut BytesMut), payload: &Bytes) -> Result<(), String> {
+        if self.enqueue(head, payload)? {
+            self.flush_inline();
+        }
+        Ok(())
+    }
+
+    /// Like [`Writer::push`], but the write is left to the background
+    /// flusher, so that frames other tasks push before it runs go out in
+    /// the same write. For frames that are not alone (see the module doc).
+    pub(crate) fn push_soon(&self, head: impl FnOnce(&mut BytesMut), payload: &Bytes) -> Result<(), String> {
+        if self.enqueue(head, payload)? {
+            self.stalled.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Holds inline flushes back until [`Writer::uncork`].
+    pub(crate) fn cork(&self) {
+        self.q.lock().unwrap().corked = true;
+    }
+
+    /// Ends [`Writer::cork`]: writes what was queued meanwhile.
+    pub(crate) fn uncork(&self) {
+        {
+            let mut q = self.q.lock().unwrap();
+            q.corked = false;
+            if q.flushing || q.queued == 0 || q.closed.is_some() {
+                return;
+            }
+            q.flushing = true;
+        }
+        self.flush_inline();
+    }
+
+    /// Appends a frame to the queue; true if the caller is now the
+    /// flusher (nobody was flushing and the writer is not corked).
+    fn enqueue(&self, head: impl FnOnce(&mut BytesMut), payload: &Bytes) -> Result<bool, String> {
         {
             let mut q = self.q.lock().unwrap();
             if let Some(reason) = &q.closed {
@@ -85,13 +136,12 @@ impl Writer {
                 q.segs.push_back(payload.clone());
             }
             q.queued += added;
-            if q.flushing {
-                return Ok(());
+            if q.flushing || q.corked {
+                return Ok(false);
             }
             q.flushing = true;
         }
-        self.flush_inline();
-        Ok(())
+        Ok(true)
     }
 
     /// Waits while more than `HIGH_WATER` bytes are queued: backpressure for
@@ -273,5 +323,91 @@ async fn background_flush(w: std::sync::Weak<Writer>, stalled: Arc<Notify>) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::task::{Context, Poll};
+
+    /// Records every write; never blocks.
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<Vec<u8>>>);
+
+    impl crate::transport::Transport for Recorder {
+        fn try_read(&self, _: &mut BytesMut) -> io::Result<usize> {
+            Err(io::ErrorKind::WouldBlock.into())
+        }
+        fn poll_read(&self, _: &mut Context<'_>, _: &mut BytesMut) -> Poll<io::Result<usize>> {
+            Poll::Pending
+        }
+        fn try_write(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+            let all: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+            let n = all.len();
+            self.0.lock().unwrap().push(all);
+            Ok(n)
+        }
+        fn poll_write(&self, _: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
+            Poll::Ready(self.try_write(bufs))
+        }
+        fn shutdown(&self) {}
+        fn shutdown_write(&self) {}
+        fn describe(&self) -> String {
+            "recorder".into()
+        }
+    }
+
+    fn frame(n: u8) -> impl FnOnce(&mut BytesMut) {
+        move |b: &mut BytesMut| b.extend_from_slice(&[n; 3])
+    }
+
+    fn writes(t: &Recorder) -> Vec<Vec<u8>> {
+        t.0.lock().unwrap().clone()
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_frame_alone_is_written_at_once() {
+        let t = Arc::new(Recorder::default());
+        let w = Writer::new(t.clone());
+        w.push(frame(1), &Bytes::new()).unwrap();
+        w.push(frame(2), &Bytes::from_static(b"p")).unwrap();
+        assert_eq!(writes(&t), [vec![1, 1, 1], vec![2, 2, 2, b'p']]);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn frames_pushed_while_corked_leave_in_one_write_on_uncork() {
+        let t = Arc::new(Recorder::default());
+        let w = Writer::new(t.clone());
+        w.cork();
+        for n in 1..=3 {
+            w.push(frame(n), &Bytes::new()).unwrap();
+        }
+        assert!(writes(&t).is_empty(), "nothing written while corked");
+        w.uncork();
+        assert_eq!(writes(&t), [vec![1, 1, 1, 2, 2, 2, 3, 3, 3]]);
+        w.uncork();
+        assert_eq!(writes(&t).len(), 1, "an empty uncork writes nothing");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn frames_pushed_soon_by_several_tasks_share_one_write() {
+        let t = Arc::new(Recorder::default());
+        let w = Writer::new(t.clone());
+        // Let the background flusher start waiting.
+        tokio::task::yield_now().await;
+        let tasks: Vec<_> = (1..=4u8)
+            .map(|n| {
+                let w = w.clone();
+                tokio::spawn(async move { w.push_soon(frame(n), &Bytes::new()).unwrap() })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        w.flushed().await;
+        let all = writes(&t);
+        assert_eq!(all.len(), 1, "one write for the burst: {all:?}");
+        assert_eq!(all[0].len(), 12);
     }
 }
