@@ -23,45 +23,117 @@ const NEVER_USED = 0xc1;
 const utf8 = new TextEncoder();
 const utf8Decoder = new TextDecoder();
 
-/** Whether `v` holds an integer outside 32 bits, which msgpackr would write as float64. */
-function hasWideInt(v: unknown): boolean {
-  if (typeof v === "number") return Number.isInteger(v) && (v > 0xffffffff || v < -0x80000000);
-  if (typeof v !== "object" || v === null || ArrayBuffer.isView(v)) return false;
-  if (Array.isArray(v)) return v.some(hasWideInt);
-  for (const k in v) if (hasWideInt((v as Record<string, unknown>)[k])) return true;
-  return false;
-}
+const TWO32 = 0x1_0000_0000;
+const TWO63 = 2 ** 63;
+const TWO64 = 2 ** 64;
+let slabView: DataView<ArrayBufferLike> = new DataView(new ArrayBuffer(0));
 
 /**
- * A plain MessagePack encoder for the rare value holding an integer past
- * 32 bits, which msgpackr writes as float64 (and, as a BigInt, as int64
- * even when positive). The spec wants the shortest (u)int form.
+ * Rewrites in place, in `b` (one MessagePack value as msgpackr wrote it),
+ * every float64 holding an integer that fits (u)int64 into that int form:
+ * msgpackr writes integers past 32 bits as float64, the spec wants the
+ * shortest form, uint64 (0xcf) or int64 (0xd3), which has the same length
+ * (1 + 8 bytes). Walks the bytes token by token: a map or array header is
+ * followed by its elements, so no nesting needs tracking; strings, byte
+ * strings and extensions are skipped whole. Integers out of (u)int64 range
+ * stay float64. Returns `b`.
  */
-function packWide(v: unknown, out: number[]): void {
-  const u8 = (...b: number[]) => out.push(...b);
-  const be = (n: bigint, bytes: number) => {
-    for (let i = bytes - 1; i >= 0; i--) out.push(Number((n >> BigInt(8 * i)) & 0xffn));
-  };
-  const len = (n: number, fix: number, fixMax: number, c8: number | null, c16: number, c32: number) => {
-    if (n <= fixMax) u8(fix | n);
-    else if (c8 !== null && n < 0x100) u8(c8, n);
-    else if (n < 0x10000) u8(c16, n >> 8, n & 0xff);
-    else u8(c32, (n >>> 24) & 0xff, (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff);
-  };
-  if (typeof v === "number" && Number.isInteger(v) && (v > 0xffffffff || v < -0x80000000)) {
-    if (v > 0) (u8(0xcf), be(BigInt(v), 8));
-    else (u8(0xd3), be(BigInt.asUintN(64, BigInt(v)), 8));
-  } else if (Array.isArray(v)) {
-    len(v.length, 0x90, 15, null, 0xdc, 0xdd);
-    for (const x of v) packWide(x, out);
-  } else if (typeof v === "object" && v !== null && !ArrayBuffer.isView(v)) {
-    const keys = Object.keys(v);
-    len(keys.length, 0x80, 15, null, 0xde, 0xdf);
-    for (const k of keys) {
-      packWide(k, out);
-      packWide((v as Record<string, unknown>)[k], out);
+function widenInts(b: Uint8Array): Uint8Array {
+  // msgpackr writes into a slab it reuses across calls: one view per slab.
+  if (slabView.buffer !== b.buffer) slabView = new DataView(b.buffer);
+  const view = slabView;
+  const base = b.byteOffset;
+  const n = b.length;
+  let i = 0;
+  while (i < n) {
+    const t = b[i];
+    if (t < 0xa0 || t >= 0xe0) {
+      i++; // fixint, fixmap, fixarray, negative fixint
+      continue;
     }
-  } else for (const b of packr.pack(v)) out.push(b); // scalars and byte strings as msgpackr writes them
+    if (t < 0xc0) {
+      i += 1 + (t & 0x1f); // fixstr
+      continue;
+    }
+    switch (t) {
+      case 0xcb: {
+        const v = view.getFloat64(base + i + 1);
+        if (Number.isInteger(v) && v < TWO64 && v >= -TWO63 && (v >= TWO32 || v < -0x8000_0000)) {
+          // Both halves are exact: v / 2^32 only moves the exponent, and the low half is an integer below 2^32.
+          const hi = Math.floor(v / TWO32);
+          const lo = v - hi * TWO32;
+          if (v > 0) {
+            b[i] = 0xcf;
+            view.setUint32(base + i + 1, hi);
+          } else {
+            b[i] = 0xd3;
+            view.setInt32(base + i + 1, hi);
+          }
+          view.setUint32(base + i + 5, lo);
+        }
+        i += 9;
+        break;
+      }
+      case 0xc4: // bin8
+      case 0xd9: // str8
+        i += 2 + b[i + 1];
+        break;
+      case 0xc5: // bin16
+      case 0xda: // str16
+        i += 3 + ((b[i + 1] << 8) | b[i + 2]);
+        break;
+      case 0xc6: // bin32
+      case 0xdb: // str32
+        i += 5 + ((b[i + 1] << 24) >>> 0) + ((b[i + 2] << 16) | (b[i + 3] << 8) | b[i + 4]);
+        break;
+      case 0xc7: // ext8
+        i += 3 + b[i + 1];
+        break;
+      case 0xc8: // ext16
+        i += 4 + ((b[i + 1] << 8) | b[i + 2]);
+        break;
+      case 0xc9: // ext32
+        i += 6 + ((b[i + 1] << 24) >>> 0) + ((b[i + 2] << 16) | (b[i + 3] << 8) | b[i + 4]);
+        break;
+      case 0xcc: // uint8
+      case 0xd0: // int8
+        i += 2;
+        break;
+      case 0xcd: // uint16
+      case 0xd1: // int16
+      case 0xdc: // array16
+      case 0xde: // map16
+      case 0xd4: // fixext1
+        i += 3;
+        break;
+      case 0xd5: // fixext2
+        i += 4;
+        break;
+      case 0xca: // float32
+      case 0xce: // uint32
+      case 0xd2: // int32
+      case 0xdd: // array32
+      case 0xdf: // map32
+        i += 5;
+        break;
+      case 0xd6: // fixext4
+        i += 6;
+        break;
+      case 0xcf: // uint64
+      case 0xd3: // int64
+        i += 9;
+        break;
+      case 0xd7: // fixext8
+        i += 10;
+        break;
+      case 0xd8: // fixext16
+        i += 18;
+        break;
+      default: // nil, never used, false, true
+        i++;
+    }
+  }
+  return b;
 }
 
 /** One value as MessagePack, in the shortest form of each value. */
@@ -70,10 +142,7 @@ export function encodeMsgpack(value: unknown): Uint8Array {
   // msgpackr writes integers past 32 bits as float64; the spec wants
   // (u)int64. Only a payload holding a float64 marker byte can be
   // affected, so the common case costs one memchr.
-  if (out.indexOf(FLOAT64) === -1 || !hasWideInt(value)) return out;
-  const bytes: number[] = [];
-  packWide(value, bytes);
-  return new Uint8Array(bytes);
+  return out.indexOf(FLOAT64) === -1 ? out : widenInts(out);
 }
 
 /** Whether msgpackr's stand-in for the never-used byte 0xc1 is anywhere in `v`. */
