@@ -1,7 +1,8 @@
 /**
  * MessagePort transport: worker_threads in Node, Web Workers in browsers
  * (`spec/PROTOCOL.md` §11.1). Each message carries a run of the byte
- * stream as a `Uint8Array` whose buffer is transferred, not cloned; message
+ * stream as a `Uint8Array` of its own, its buffer transferred (in browsers,
+ * a run under 1 KiB is cloned instead: `CLONE_BELOW_BROWSER`); message
  * boundaries mean nothing (the writer sends whole frames, but a receiver
  * reads a byte stream). The message `null` is the end of stream. A Node
  * port's `close` event (the peer's thread ended) and a browser Worker's
@@ -41,14 +42,30 @@ export function onPeerGone(port: PortLike, gone: (why: string) => void): void {
   }
 }
 
+/**
+ * In browsers, a run of bytes shorter than this is posted cloned, without a
+ * transfer list: Chromium posts a small buffer faster copied than
+ * transferred. Measured in Chromium 156 (8 alternating rounds, a page and
+ * its worker): a bare echo of 30 B to 512 B ~9 % less time per round trip
+ * cloned, 1–2 KiB even, 16 KiB a half more; a sequential hubwire call 1–12 %
+ * less, with less CPU on the page's thread. In Node cloning does not pay:
+ * even with transferring up to 64 B, twice its cost from 128 B, so Node
+ * always transfers.
+ */
+const CLONE_BELOW_BROWSER = 1024;
+
 class PortTransport implements Transport {
   private sink: TransportSink | null = null;
   private ended = false;
+  /** Runs shorter than this are posted cloned, longer ones transferred (a Node port has `on`, a browser one does not). */
+  private readonly cloneBelow: number;
 
   constructor(
     private readonly port: PortLike,
     readonly description: string,
-  ) {}
+  ) {
+    this.cloneBelow = typeof port.on === "function" ? 0 : CLONE_BELOW_BROWSER;
+  }
 
   start(sink: TransportSink): void {
     this.sink = sink;
@@ -78,9 +95,11 @@ class PortTransport implements Transport {
   write(bytes: Uint8Array): void {
     if (this.ended) return;
     // The view shares the writer's slab: copy it out into a buffer of its
-    // own, and transfer that (posting the view would clone the whole slab).
+    // own (posting the view would clone the whole slab), and transfer that
+    // unless it is small enough to post cheaper cloned (CLONE_BELOW_BROWSER).
     const own = bytes.slice();
-    this.port.postMessage(own, [own.buffer]);
+    if (own.length < this.cloneBelow) this.port.postMessage(own);
+    else this.port.postMessage(own, [own.buffer]);
   }
 
   writev(segments: Uint8Array[]): void {
