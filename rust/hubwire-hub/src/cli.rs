@@ -54,7 +54,7 @@ pub fn find_hub(flag: Option<&str>, config: &Path) -> Result<HubAddr, String> {
     }
     let cfg = crate::config::load(config).map_err(|e| e.to_string())?;
     match (cfg.hub.unix, cfg.hub.tcp) {
-        (Some(p), _) => Ok(HubAddr::Unix(p)),
+        (Some(p), _) => Ok(HubAddr::Unix(p.value)),
         (None, Some(t)) => Ok(HubAddr::Tcp(t.value)),
         (None, None) => Err(format!("{} has no unix or tcp listener to reach the hub by; pass --hub", config.display())),
     }

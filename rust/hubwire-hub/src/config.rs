@@ -51,8 +51,9 @@ pub struct HubConfig {
 pub struct HubSection {
     /// The hub's name in HELLO.
     pub name: String,
-    /// Unix socket for clients (hubwire protocol).
-    pub unix: Option<PathBuf>,
+    /// Unix socket for clients (hubwire protocol), relative paths resolved
+    /// against the config file's directory.
+    pub unix: Option<Located<PathBuf>>,
     /// TCP address for clients (hubwire protocol).
     pub tcp: Option<Located<String>>,
     /// TCP address of the HTTP/JSON gateway.
@@ -134,7 +135,7 @@ struct File {
 #[serde(deny_unknown_fields)]
 struct HubToml {
     name: Option<String>,
-    unix: Option<String>,
+    unix: Option<Spanned<String>>,
     tcp: Option<Spanned<String>>,
     http: Option<Spanned<String>>,
     wait: Option<Spanned<String>>,
@@ -261,7 +262,7 @@ impl Parser<'_> {
         let located = |s: Spanned<String>| Located { line: self.line_of(s.span().start), value: s.into_inner() };
         Ok(HubSection {
             name: h.name.unwrap_or_else(|| "hubwire".into()),
-            unix: h.unix.map(|u| base.join(u)),
+            unix: h.unix.map(|u| Located { line: self.line_of(u.span().start), value: base.join(u.into_inner()) }),
             tcp: h.tcp.map(located),
             http: h.http.map(located),
             low_latency,
@@ -373,7 +374,7 @@ mod tests {
             Path::new("/etc/hw/hubwire.toml"),
         )
         .unwrap();
-        assert_eq!(cfg.hub.unix, Some(PathBuf::from("/etc/hw/hub.sock")));
+        assert_eq!(cfg.hub.unix.map(|u| u.value), Some(PathBuf::from("/etc/hw/hub.sock")));
         let argv = |i: usize| match &cfg.providers[i].launch {
             Launch::Exec { argv, .. } => argv.clone(),
             other => panic!("{other:?}"),

@@ -80,19 +80,16 @@ pub async fn bind(cfg: &HubConfig) -> Result<Bound, ConfigError> {
     let h = &cfg.hub;
     let unix = match &h.unix {
         None => None,
-        Some(path) => {
-            if std::os::unix::net::UnixStream::connect(path).is_ok() {
-                return Err(ConfigError {
-                    file: cfg.file.display().to_string(),
-                    line: None,
-                    message: format!("[hub] unix = {:?}: another process is already listening there", path.display()),
-                });
-            }
-            Some(unix::UnixListener::bind(path).map_err(|e| ConfigError {
+        Some(at) => {
+            let refused = |why: String| ConfigError {
                 file: cfg.file.display().to_string(),
-                line: None,
-                message: format!("[hub] unix = {:?}: {e}", path.display()),
-            })?)
+                line: Some(at.line),
+                message: format!("[hub] unix = {:?}: {why}", at.value.display()),
+            };
+            if std::os::unix::net::UnixStream::connect(&at.value).is_ok() {
+                return Err(refused("another process is already listening there".into()));
+            }
+            Some(unix::UnixListener::bind(&at.value).map_err(|e| refused(e.to_string()))?)
         }
     };
     let tcp = match &h.tcp {

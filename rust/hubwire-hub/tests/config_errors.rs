@@ -66,6 +66,16 @@ fn a_port_in_use_is_refused_with_its_line() {
 }
 
 #[test]
+fn a_unix_socket_in_use_or_out_of_reach_is_refused_with_its_line() {
+    let dir = common::temp_dir();
+    let sock = dir.join("taken.sock");
+    let _taken = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    refused(&format!("[hub]\nunix = {:?}\n", sock.display().to_string()), 2, "another process is already listening there");
+    refused("[hub]\nname = \"h\"\nunix = \"/nonexistent-dir/hub.sock\"\n", 3, "No such file or directory");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn bad_values_are_refused() {
     refused(&format!("{HUB}\n[[provider]]\nname = \"a\"\nexec = [\"x\"]\nmin_uptime = \"soon\"\n"), 7, "not a duration");
     refused(&format!("{HUB}\n[[provider]]\nname = \"a\"\nexec = [\"x\"]\nreplicas = 0\n"), 7, "replicas = 0 must be between 1 and 1024");
