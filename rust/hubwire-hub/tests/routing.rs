@@ -207,6 +207,15 @@ async fn the_tcp_listener_and_the_http_gateway_serve_calls() {
     // The method in the path is percent-decoded.
     assert_eq!(http(&addr, "POST", "/v1/call/sl%65ep", r#"{"ms": 1}"#), (200, "\"slept 1 ms\"".into()));
     assert_eq!(http(&addr, "POST", "/v1/call/sleep%zz", "").0, 400);
+    // hubwire-timeout-ms: a deadline; 0 is none, as on the wire; anything else not a number is refused.
+    let (status, body) = common::http_with(&addr, "POST", "/v1/call/sleep", "hubwire-timeout-ms: 50\r\n", r#"{"ms": 5000}"#);
+    assert_eq!(status, 504, "{body}");
+    assert!(body.contains("deadline_exceeded"), "{body}");
+    let (status, body) = common::http_with(&addr, "POST", "/v1/call/sleep", "hubwire-timeout-ms: 0\r\n", r#"{"ms": 20}"#);
+    assert_eq!((status, body.as_str()), (200, "\"slept 20 ms\""));
+    let (status, body) = common::http_with(&addr, "POST", "/v1/call/sleep", "hubwire-timeout-ms: soon\r\n", r#"{"ms": 1}"#);
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("hubwire-timeout-ms"), "{body}");
     let (status, body) = http(&addr, "POST", "/v1/call/nope", "");
     assert_eq!(status, 404);
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();

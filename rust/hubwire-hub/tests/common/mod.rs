@@ -148,12 +148,17 @@ pub fn alive(pid: u32) -> bool {
 
 /// A minimal HTTP/1.1 exchange: (status, body).
 pub fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
+    http_with(addr, method, path, "", body)
+}
+
+/// [`http`] with extra header lines (`"name: value\r\n"` each).
+pub fn http_with(addr: &str, method: &str, path: &str, headers: &str, body: &str) -> (u16, String) {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n{headers}Content-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
