@@ -13,7 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::machine::{busy_processes, load1, Machine};
 use crate::report::{compare, markdown, svg};
 use crate::results::{compute_ratios, Results, Row};
-use crate::runner::{sequential_interleaved, Budget, Measurement};
+use crate::runner::{pipelined_interleaved, sequential_interleaved, Budget, Measurement};
 use crate::scenario::{self, Filter, Job, Mode};
 use crate::systems::{Context, System};
 use crate::{cpu, peer};
@@ -239,7 +239,10 @@ fn run(args: Args) -> io::Result<bool> {
                 .iter()
                 .map(|job| job.system.start(job, &ctx))
                 .collect();
-            sequential_interleaved(&targets, &budget)
+            match group[0].mode {
+                Mode::Pipelined { window } => pipelined_interleaved(&targets, window, &budget),
+                _ => sequential_interleaved(&targets, &budget),
+            }
         } else {
             group
                 .iter()
@@ -324,11 +327,13 @@ fn run(args: Args) -> io::Result<bool> {
 
 /// Splits the jobs (by index) into comparisons measured together: the
 /// sequential jobs of one scenario, payload, encoding and transport whose
-/// client runs here (not grpc-go's, which times itself); every other job
+/// client runs here (not grpc-go's, which times itself), and likewise the
+/// pipelined jobs with the same window; every other job (parallel, grpc-go)
 /// alone. Groups come in the order of their first job.
 fn comparisons(jobs: &[Job]) -> Vec<Vec<usize>> {
+    // grpc-go runs its own loop in its own process: it cannot take turns.
     let here = |j: &Job| {
-        j.mode == Mode::Sequential
+        matches!(j.mode, Mode::Sequential | Mode::Pipelined { .. })
             && !matches!(j.system, System::GrpcGoUnary | System::GrpcGoStream)
     };
     let key = |j: &Job| {
@@ -337,6 +342,7 @@ fn comparisons(jobs: &[Job]) -> Vec<Vec<usize>> {
             j.payload.name.clone(),
             j.encoding,
             j.transport,
+            j.mode,
         )
     };
     let mut groups: Vec<Vec<usize>> = Vec::new();
@@ -413,6 +419,64 @@ fn update_readme(path: &Path, body: &str) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn comparisons_group_pipelined_rows_by_window() {
+        let (scenarios, payloads) =
+            scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios")).unwrap();
+        let filter = Filter {
+            scenarios: vec!["pipelined".into(), "bulk".into()],
+            ..Filter::default()
+        };
+        let jobs = scenario::expand(&scenarios, &payloads, &filter);
+        let groups = comparisons(&jobs);
+        let mut seen: Vec<usize> = groups.iter().flatten().copied().collect();
+        seen.sort();
+        assert_eq!(
+            seen,
+            (0..jobs.len()).collect::<Vec<_>>(),
+            "every job in exactly one group"
+        );
+        for g in &groups {
+            let first = &jobs[g[0]];
+            assert!(g.iter().all(|&i| jobs[i].mode == first.mode
+                && jobs[i].transport == first.transport
+                && jobs[i].scenario == first.scenario));
+        }
+        let bulk = groups
+            .iter()
+            .find(|g| {
+                g.iter()
+                    .any(|&i| jobs[i].key().starts_with("bulk/floor-blocking/unix/"))
+            })
+            .expect("the bulk floor has a group");
+        let names: Vec<&str> = bulk.iter().map(|&i| jobs[i].system.name()).collect();
+        assert!(
+            names.contains(&"hubwire-efficient") && names.contains(&"ipc-bytes"),
+            "{names:?}"
+        );
+        let w16 = groups
+            .iter()
+            .find(|g| {
+                g.iter().any(|&i| {
+                    jobs[i].system.name() == "floor-blocking"
+                        && jobs[i].transport == scenario::Transport::Unix
+                        && jobs[i].mode == Mode::Pipelined { window: 16 }
+                })
+            })
+            .expect("window 16 on unix has a group");
+        let names: Vec<&str> = w16.iter().map(|&i| jobs[i].system.name()).collect();
+        assert!(
+            names.contains(&"hubwire-low-latency") && names.contains(&"tonic-stream"),
+            "{names:?}"
+        );
+        for g in groups.iter().filter(|g| {
+            g.iter()
+                .any(|&i| jobs[i].system.name().starts_with("grpc-go"))
+        }) {
+            assert_eq!(g.len(), 1);
+        }
+    }
 
     #[test]
     fn comparisons_group_sequential_rows_of_one_transport_and_leave_grpc_go_alone() {

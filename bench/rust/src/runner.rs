@@ -116,41 +116,39 @@ fn sequential<T: Target + ?Sized>(target: &T, budget: &Budget) -> io::Result<Mea
 /// How many alternating slices the rows of one comparison are measured in.
 pub const SLICES: u32 = 10;
 
-/// Sequential rows of one comparison (same scenario, payload, encoding and
-/// transport) measured together: each target gets `SLICES` turns of
-/// `measure / SLICES`, in rotation, so a change in the machine's load
+/// One target's share of an interleaved comparison: its client state and
+/// what its turns added up to.
+struct Turns<S> {
+    state: S,
+    calls: u64,
+    elapsed: Duration,
+    cpu: Duration,
+}
+
+/// The rows of one comparison measured together: `prepare` connects and
+/// warms up each target, then each gets `SLICES` turns (`turn` returns the
+/// calls it made), in rotation, so that a change in the machine's load
 /// during the comparison hits every row alike. CPU time is counted per
-/// turn, for the target whose turn it is.
-pub fn sequential_interleaved(
+/// turn, for the target whose turn it is. A target that fails drops out.
+fn in_turns<S>(
     targets: &[io::Result<Box<dyn Target>>],
-    budget: &Budget,
-) -> Vec<io::Result<Measurement>> {
-    struct Slot {
-        client: Box<dyn Client>,
-        lat: Vec<u32>,
-        elapsed: Duration,
-        cpu: Duration,
-    }
-    let mut slots: Vec<io::Result<Slot>> = targets
+    mut prepare: impl FnMut(&dyn Target) -> io::Result<S>,
+    mut turn: impl FnMut(&mut S) -> io::Result<u64>,
+) -> Vec<io::Result<Turns<S>>> {
+    let mut slots: Vec<io::Result<Turns<S>>> = targets
         .iter()
         .map(|t| {
             let t = t
                 .as_ref()
                 .map_err(|e| io::Error::new(e.kind(), e.to_string()))?;
-            let mut client = t.connect()?;
-            let mut lat = Vec::with_capacity(1 << 16);
-            client.sequential(Instant::now() + budget.warmup, u64::MAX, &mut lat)?;
-            lat.clear();
-            Ok(Slot {
-                client,
-                lat,
+            Ok(Turns {
+                state: prepare(t.as_ref())?,
+                calls: 0,
                 elapsed: Duration::ZERO,
                 cpu: Duration::ZERO,
             })
         })
         .collect();
-    let turn = budget.measure / SLICES;
-    let max = (budget.max_calls / u64::from(SLICES)).max(1);
     for _ in 0..SLICES {
         for (slot, target) in slots.iter_mut().zip(targets) {
             let (Ok(s), Ok(target)) = (slot.as_mut(), target) else {
@@ -159,26 +157,100 @@ pub fn sequential_interleaved(
             let peers = target.peers();
             let cpu0 = cpu::total(&peers);
             let t0 = Instant::now();
-            let r = s.client.sequential(t0 + turn, max, &mut s.lat);
+            let r = turn(&mut s.state);
             s.elapsed += t0.elapsed();
             s.cpu += cpu::total(&peers).saturating_sub(cpu0);
-            if let Err(e) = r {
-                *slot = Err(e);
+            match r {
+                Ok(n) => s.calls += n,
+                Err(e) => *slot = Err(e),
             }
         }
     }
     slots
+}
+
+/// Sequential rows of one comparison (same scenario, payload, encoding and
+/// transport), interleaved: each target gets `SLICES` turns of
+/// `measure / SLICES`.
+pub fn sequential_interleaved(
+    targets: &[io::Result<Box<dyn Target>>],
+    budget: &Budget,
+) -> Vec<io::Result<Measurement>> {
+    let turn = budget.measure / SLICES;
+    let max = (budget.max_calls / u64::from(SLICES)).max(1);
+    let prepare = |t: &dyn Target| {
+        let mut client = t.connect()?;
+        let mut lat = Vec::with_capacity(1 << 16);
+        client.sequential(Instant::now() + budget.warmup, u64::MAX, &mut lat)?;
+        lat.clear();
+        Ok((client, lat))
+    };
+    let run = |(client, lat): &mut (Box<dyn Client>, Vec<u32>)| {
+        let before = lat.len();
+        client.sequential(Instant::now() + turn, max, lat)?;
+        Ok((lat.len() - before) as u64)
+    };
+    in_turns(targets, prepare, run)
         .into_iter()
         .map(|s| {
             let mut s = s?;
             Ok(Measurement {
-                calls: s.lat.len() as u64,
+                calls: s.calls,
                 elapsed: s.elapsed,
                 cpu: s.cpu,
-                latency: latency(&mut s.lat),
+                latency: latency(&mut s.state.1),
             })
         })
         .collect()
+}
+
+/// Pipelined rows of one comparison (same scenario, payload, encoding,
+/// transport and window), interleaved: each target's rate is found in its
+/// warm-up, then it gets `SLICES` turns of that rate × `measure / SLICES`
+/// calls.
+pub fn pipelined_interleaved(
+    targets: &[io::Result<Box<dyn Target>>],
+    window: usize,
+    budget: &Budget,
+) -> Vec<io::Result<Measurement>> {
+    let slice = budget.measure.as_secs_f64() / f64::from(SLICES);
+    let prepare = |t: &dyn Target| {
+        let mut client = t.connect()?;
+        let rate = warm_pipeline(client.as_mut(), window, budget)?;
+        Ok((client, ((rate * slice) as u64).max(window as u64 * 2)))
+    };
+    let run = |(client, n): &mut (Box<dyn Client>, u64)| {
+        client.pipeline(window, *n)?;
+        Ok(*n)
+    };
+    in_turns(targets, prepare, run)
+        .into_iter()
+        .map(|s| {
+            let s = s?;
+            Ok(Measurement {
+                calls: s.calls,
+                elapsed: s.elapsed,
+                cpu: s.cpu,
+                latency: None,
+            })
+        })
+        .collect()
+}
+
+/// Warms a pipelining client up with growing batches for `budget.warmup`;
+/// returns the rate of the last batch (calls/s).
+fn warm_pipeline(client: &mut dyn Client, window: usize, budget: &Budget) -> io::Result<f64> {
+    let mut n = (window as u64 * 4).max(64);
+    let start = Instant::now();
+    loop {
+        let t = Instant::now();
+        client.pipeline(window, n)?;
+        let took = t.elapsed().max(Duration::from_micros(1));
+        if start.elapsed() >= budget.warmup {
+            return Ok(n as f64 / took.as_secs_f64());
+        }
+        n = n.saturating_mul(2).min(1 << 26);
+    }
 }
 
 fn pipelined<T: Target + ?Sized>(
@@ -187,18 +259,7 @@ fn pipelined<T: Target + ?Sized>(
     budget: &Budget,
 ) -> io::Result<Measurement> {
     let mut client = target.connect()?;
-    // Warm up with growing batches; the last one tells the rate.
-    let mut n = (window as u64 * 4).max(64);
-    let start = Instant::now();
-    let rate = loop {
-        let t = Instant::now();
-        client.pipeline(window, n)?;
-        let took = t.elapsed().max(Duration::from_micros(1));
-        if start.elapsed() >= budget.warmup {
-            break n as f64 / took.as_secs_f64();
-        }
-        n = n.saturating_mul(2).min(1 << 26);
-    };
+    let rate = warm_pipeline(client.as_mut(), window, budget)?;
     let calls = ((rate * budget.measure.as_secs_f64()) as u64).max(window as u64 * 2);
     let peers = target.peers();
     let cpu0 = cpu::total(&peers);
