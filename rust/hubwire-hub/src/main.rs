@@ -37,7 +37,7 @@ enum Command {
         /// Send raw bytes from FILE ("-" for stdin) and print raw bytes back.
         #[arg(long, value_name = "FILE")]
         raw: Option<String>,
-        /// Give up after this long (e.g. 500ms, 5s).
+        /// Give up after this long (e.g. 500ms, 5s; 0 for no deadline, as on the wire).
         #[arg(long, value_parser = parse_duration)]
         timeout: Option<Duration>,
         #[command(flatten)]
@@ -123,6 +123,7 @@ fn main() -> ExitCode {
             })
         }
         Command::Call { method, input, raw, timeout, hub } => {
+            let timeout = timeout.filter(|t| !t.is_zero());
             client(&rt, &hub, |c| async move { cli::call(&c, cli::CallArgs { method, input, raw, timeout }).await })
         }
         Command::List { json, hub } => client(&rt, &hub, |c| async move { cli::list(&c, json).await }),

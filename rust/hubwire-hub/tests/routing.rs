@@ -137,6 +137,12 @@ async fn the_cli_calls_lists_and_shows_status() {
     assert_eq!((code, out.as_str()), (0, "\"slept 1 ms\"\n"), "{err}");
     let (code, out, _) = hub.cli(&["call", "sum", "1\n2\n39"]);
     assert_eq!((code, out.as_str()), (0, "42\n"));
+    // --timeout: a deadline; 0 is none, as on the wire.
+    let (code, _, err) = hub.cli(&["call", "sleep", r#"{"ms": 5000}"#, "--timeout", "50ms"]);
+    assert_eq!(code, 1);
+    assert!(err.starts_with("error: deadline_exceeded:"), "{err}");
+    let (code, out, err) = hub.cli(&["call", "sleep", r#"{"ms": 20}"#, "--timeout", "0s"]);
+    assert_eq!((code, out.as_str()), (0, "\"slept 20 ms\"\n"), "{err}");
     let raw = common::path_in(&hub, "in.bin");
     std::fs::write(&raw, b"raw \x00\x01 bytes").unwrap();
     let out = std::process::Command::new(common::HUB)
