@@ -198,9 +198,7 @@ impl Gateway {
                 .and_then(|s| s.parse::<u64>().ok())
                 .ok_or_else(|| Error::invalid_argument("hubwire-timeout-ms must be a whole number of milliseconds"))
         });
-        // 0 means no deadline, as `timeout_ms` does on the wire (spec/PROTOCOL.md §5).
-        let timeout = timeout.transpose()?.filter(|&ms| ms > 0).map(Duration::from_millis);
-        let opts = CallOptions { timeout, codec: None };
+        let opts = CallOptions { timeout: timeout.transpose()?.map(Duration::from_millis), codec: None };
         let body = http_body_util::Limited::new(req.into_body(), MAX_BODY)
             .collect()
             .await

@@ -123,7 +123,6 @@ fn main() -> ExitCode {
             })
         }
         Command::Call { method, input, raw, timeout, hub } => {
-            let timeout = timeout.filter(|t| !t.is_zero());
             client(&rt, &hub, |c| async move { cli::call(&c, cli::CallArgs { method, input, raw, timeout }).await })
         }
         Command::List { json, hub } => client(&rt, &hub, |c| async move { cli::list(&c, json).await }),

@@ -100,7 +100,7 @@ struct Dropped;
 async fn run_kind<T: Report>(conn: &Connection, cmd: &Value, r: &mut Map<String, Value>) -> Result<Result<(), Error>, Dropped> {
     let method = cmd["method"].as_str().unwrap_or("");
     let mut opts = CallOptions::new().codec(codec(cmd));
-    if let Some(ms) = cmd["timeout_ms"].as_u64().filter(|&m| m > 0) {
+    if let Some(ms) = cmd["timeout_ms"].as_u64() {
         opts = opts.timeout(Duration::from_millis(ms));
     }
     let items_in: Vec<T> = cmd["items"].as_array().map(|a| a.iter().map(|v| T::input(cmd, v)).collect()).unwrap_or_default();

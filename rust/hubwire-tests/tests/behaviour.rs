@@ -168,6 +168,9 @@ mod cases {
         // A call that fits its deadline succeeds.
         let opts = CallOptions::new().timeout(Duration::from_secs(10));
         h.client.call_with::<_, ()>("sleep", &tagged(&h.token("deadline-ok"), 1), &opts).await.unwrap();
+        // A zero timeout is no deadline, as timeout_ms = 0 is on the wire.
+        let opts = CallOptions::new().timeout(Duration::ZERO);
+        h.client.call_with::<_, ()>("sleep", &tagged(&h.token("deadline-none"), 20), &opts).await.unwrap();
     }
 
     pub async fn deadline_exceeded_mid_stream(h: &mut Harness) {

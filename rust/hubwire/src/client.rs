@@ -20,6 +20,7 @@ use crate::{Code, Error};
 #[derive(Clone, Debug, Default)]
 pub struct CallOptions {
     /// Fail with `deadline_exceeded` after this long; sent to the callee.
+    /// Zero is no deadline, as `timeout_ms = 0` is on the wire.
     pub timeout: Option<Duration>,
     /// The codec for structured payloads (MessagePack unless set).
     pub codec: Option<Codec>,
@@ -31,7 +32,7 @@ impl CallOptions {
         CallOptions::default()
     }
 
-    /// Sets the deadline, relative to now.
+    /// Sets the deadline, relative to now (zero: none, as on the wire).
     pub fn timeout(mut self, t: Duration) -> CallOptions {
         self.timeout = Some(t);
         self
@@ -215,7 +216,8 @@ impl Connection {
     ) -> Result<Started, Error> {
         let inner = self.inner();
         inner.request_size(method, input.bytes.len())?;
-        let deadline = opts.timeout.map(|t| Instant::now() + t);
+        let timeout = opts.timeout.filter(|t| !t.is_zero());
+        let deadline = timeout.map(|t| Instant::now() + t);
         // Queue locally rather than exceed the peer's max_calls.
         let permit = match inner.gate.clone().try_acquire_owned() {
             Ok(p) => p,
@@ -235,7 +237,7 @@ impl Connection {
             (id, st.out.len() > 1)
         };
         let guard = Arc::new(CallGuard { conn: self.clone(), id });
-        let timeout_ms = match opts.timeout {
+        let timeout_ms = match timeout {
             None => 0,
             Some(t) => t.as_millis().clamp(1, u32::MAX as u128) as u32,
         };

@@ -12,6 +12,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
 use hubwire_frame::{Kind, MethodInfo};
 
@@ -73,9 +74,11 @@ impl Routed {
     }
 
     /// What is left of the caller's deadline, as options for the onward
-    /// call (`None` when the caller set none).
+    /// call (`None` when the caller set none). A deadline already past is
+    /// 1 ns, not zero, which would mean none.
     pub fn remaining(&self) -> CallOptions {
-        let timeout = self.ctx.deadline().map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
+        let now = tokio::time::Instant::now();
+        let timeout = self.ctx.deadline().map(|d| d.saturating_duration_since(now).max(Duration::from_nanos(1)));
         CallOptions { timeout, codec: None }
     }
 }
