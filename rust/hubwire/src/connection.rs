@@ -219,7 +219,10 @@ impl Connection {
 
     /// Whether the connection has died.
     pub fn is_closed(&self) -> bool {
-        self.inner().closed.borrow().is_some()
+        // The call state, not the `closed` watch: `die` marks the state
+        // first and tells watchers last, and a call refused in between must
+        // not see an open connection.
+        self.inner().state.lock().unwrap().closed.is_some()
     }
 
     /// Whether the peer has sent GOAWAY: it finishes the calls it has but
@@ -391,7 +394,14 @@ impl Inner {
     ) -> Result<(), Error> {
         let head = |b: &mut BytesMut| encode_request_head(b, id, kind, codec, timeout_ms, method, payload.len());
         let r = if soon { self.writer.push_soon(head, payload) } else { self.writer.push(head, payload) };
-        r.map_err(|r| Error::unavailable(format!("connection closed: {r}")))
+        r.map_err(|r| {
+            // The writer closes on a failed write before the reader sees the
+            // peer go: end the connection now, so that `is_closed` and the
+            // other calls agree with the error this call gets.
+            let e = Error::unavailable(format!("connection closed: {r}"));
+            self.die(e.clone());
+            e
+        })
     }
 
     /// Sends a RESPONSE; `soon` when other served calls are in flight.
