@@ -262,7 +262,7 @@ impl Parser<'_> {
         let located = |s: Spanned<String>| Located { line: self.line_of(s.span().start), value: s.into_inner() };
         Ok(HubSection {
             name: h.name.unwrap_or_else(|| "hubwire".into()),
-            unix: h.unix.map(|u| Located { line: self.line_of(u.span().start), value: base.join(u.into_inner()) }),
+            unix: h.unix.map(located).map(|u| Located { value: base.join(u.value), line: u.line }),
             tcp: h.tcp.map(located),
             http: h.http.map(located),
             low_latency,
