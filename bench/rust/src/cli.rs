@@ -420,12 +420,15 @@ fn update_readme(path: &Path, body: &str) -> io::Result<()> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn comparisons_group_pipelined_rows_by_window() {
+    /// The jobs of `names` (scenarios) and their comparisons, checked for
+    /// what holds of every grouping: each job in exactly one group, a
+    /// group's jobs alike in scenario, payload, encoding, transport and
+    /// mode, and grpc-go (which times itself) always alone.
+    fn grouped(names: &[&str]) -> (Vec<Job>, Vec<Vec<usize>>) {
         let (scenarios, payloads) =
             scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios")).unwrap();
         let filter = Filter {
-            scenarios: vec!["pipelined".into(), "bulk".into()],
+            scenarios: names.iter().map(|n| n.to_string()).collect(),
             ..Filter::default()
         };
         let jobs = scenario::expand(&scenarios, &payloads, &filter);
@@ -438,86 +441,70 @@ mod tests {
             "every job in exactly one group"
         );
         for g in &groups {
-            let first = &jobs[g[0]];
-            assert!(g.iter().all(|&i| jobs[i].mode == first.mode
-                && jobs[i].transport == first.transport
-                && jobs[i].scenario == first.scenario));
+            fn alike(b: &Job) -> (&str, &str, scenario::Encoding, scenario::Transport, Mode) {
+                (
+                    &b.scenario,
+                    &b.payload.name,
+                    b.encoding,
+                    b.transport,
+                    b.mode,
+                )
+            }
+            assert!(g.iter().all(|&i| alike(&jobs[i]) == alike(&jobs[g[0]])));
+            if g.iter()
+                .any(|&i| jobs[i].system.name().starts_with("grpc-go"))
+            {
+                assert_eq!(g.len(), 1);
+            }
         }
-        let bulk = groups
+        (jobs, groups)
+    }
+
+    /// The systems in the group of the job `pick` selects.
+    fn systems_beside<'a>(
+        jobs: &'a [Job],
+        groups: &[Vec<usize>],
+        pick: impl Fn(&Job) -> bool,
+    ) -> Vec<&'a str> {
+        let g = groups
             .iter()
-            .find(|g| {
-                g.iter()
-                    .any(|&i| jobs[i].key().starts_with("bulk/floor-blocking/unix/"))
-            })
-            .expect("the bulk floor has a group");
-        let names: Vec<&str> = bulk.iter().map(|&i| jobs[i].system.name()).collect();
+            .find(|g| g.iter().any(|&i| pick(&jobs[i])))
+            .expect("the picked job has a group");
+        g.iter().map(|&i| jobs[i].system.name()).collect()
+    }
+
+    #[test]
+    fn comparisons_group_pipelined_rows_by_window() {
+        let (jobs, groups) = grouped(&["pipelined", "bulk"]);
+        let names = systems_beside(&jobs, &groups, |j| {
+            j.key().starts_with("bulk/floor-blocking/unix/")
+        });
         assert!(
             names.contains(&"hubwire-efficient") && names.contains(&"ipc-bytes"),
             "{names:?}"
         );
-        let w16 = groups
-            .iter()
-            .find(|g| {
-                g.iter().any(|&i| {
-                    jobs[i].system.name() == "floor-blocking"
-                        && jobs[i].transport == scenario::Transport::Unix
-                        && jobs[i].mode == Mode::Pipelined { window: 16 }
-                })
-            })
-            .expect("window 16 on unix has a group");
-        let names: Vec<&str> = w16.iter().map(|&i| jobs[i].system.name()).collect();
+        let names = systems_beside(&jobs, &groups, |j| {
+            j.system.name() == "floor-blocking"
+                && j.transport == scenario::Transport::Unix
+                && j.mode == Mode::Pipelined { window: 16 }
+        });
         assert!(
             names.contains(&"hubwire-low-latency") && names.contains(&"tonic-stream"),
             "{names:?}"
         );
-        for g in groups.iter().filter(|g| {
-            g.iter()
-                .any(|&i| jobs[i].system.name().starts_with("grpc-go"))
-        }) {
-            assert_eq!(g.len(), 1);
-        }
     }
 
     #[test]
     fn comparisons_group_sequential_rows_of_one_transport_and_leave_grpc_go_alone() {
-        let (scenarios, payloads) =
-            scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios")).unwrap();
-        let filter = Filter {
-            scenarios: vec!["rtt".into()],
-            ..Filter::default()
-        };
-        let jobs = scenario::expand(&scenarios, &payloads, &filter);
-        let groups = comparisons(&jobs);
-        let mut seen: Vec<usize> = groups.iter().flatten().copied().collect();
-        seen.sort();
-        assert_eq!(
-            seen,
-            (0..jobs.len()).collect::<Vec<_>>(),
-            "every job in exactly one group"
-        );
-        let unix_raw = groups
-            .iter()
-            .find(|g| {
-                g.iter()
-                    .any(|&i| jobs[i].key() == "rtt/floor-blocking/unix/small/raw/sequential")
-            })
-            .expect("the unix floor has a group");
-        let names: Vec<&str> = unix_raw.iter().map(|&i| jobs[i].system.name()).collect();
+        let (jobs, groups) = grouped(&["rtt"]);
+        let names = systems_beside(&jobs, &groups, |j| {
+            j.key() == "rtt/floor-blocking/unix/small/raw/sequential"
+        });
         assert!(
             names.contains(&"hubwire-efficient")
                 && names.contains(&"tonic-stream")
                 && !names.contains(&"grpc-go-unary"),
             "{names:?}"
         );
-        assert!(unix_raw
-            .iter()
-            .all(|&i| jobs[i].transport == scenario::Transport::Unix
-                && jobs[i].payload.name == "small"));
-        for g in groups.iter().filter(|g| {
-            g.iter()
-                .any(|&i| jobs[i].system.name().starts_with("grpc-go"))
-        }) {
-            assert_eq!(g.len(), 1);
-        }
     }
 }
