@@ -77,12 +77,12 @@ run: build build-ts ## Build, start the hub on the example providers, call them 
 	@echo; echo "== hubwire bench --quick  (the whole suite with short measurements; make bench for the full one)"
 	@$(MAKE) --no-print-directory bench-quick
 
-test-demo: build build-ts ## Run `make run` on a copy of its config (free port, own socket) and check it ends cleanly
-	@dir=$$(mktemp -d "$${TMPDIR:-/tmp}/hubwire-demo.XXXXXX"); port=$$(( 20000 + RANDOM % 20000 )); \
-	sed -e "s/127.0.0.1:7471/127.0.0.1:$$port/" -e 's|^dir = "\.\."|dir = "$(CURDIR)"|' examples/hubwire.toml > "$$dir/hubwire.toml"; \
+test-demo: build build-ts ## Run `make run` on a copy of its config (a port the hub picks, own socket) and check it ends cleanly
+	@dir=$$(mktemp -d "$${TMPDIR:-/tmp}/hubwire-demo.XXXXXX"); \
+	sed -e "s/127.0.0.1:7471/127.0.0.1:0/" -e 's|^dir = "\.\."|dir = "$(CURDIR)"|' examples/hubwire.toml > "$$dir/hubwire.toml"; \
 	if HUBWIRE_DEMO_CONFIG="$$dir/hubwire.toml" scripts/run-demo.sh $(BIN) > "$$dir/out.txt" 2>&1; then \
 	  grep -q '"text":"6 words in 2 messages"' "$$dir/out.txt" && grep -q 'liftoff' "$$dir/out.txt" \
-	    && grep -q '"text":"rolled 3d6: ' "$$dir/out.txt" \
+	    && grep -q '"text":"rolled 3d6: ' "$$dir/out.txt" && grep -q '"text":"rolled 1d20: ' "$$dir/out.txt" \
 	    && echo "demo: 1 passed, 0 failed" || { cat "$$dir/out.txt"; echo "demo: 0 passed, 1 failed"; rm -rf "$$dir"; exit 1; }; \
 	else cat "$$dir/out.txt"; echo "demo: 0 passed, 1 failed"; rm -rf "$$dir"; exit 1; fi; rm -rf "$$dir"
 

@@ -13,7 +13,10 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 config=${HUBWIRE_DEMO_CONFIG:-$root/examples/hubwire.toml}
 export PATH="$bin:$PATH"
 sock=$(dirname "$config")/hubwire.sock
-# The gateway's port, from the config's [hub] http line.
+# The gateway's port, from the config's [hub] http line. Port 0 lets the hub
+# pick a free one (as `make test-demo` does, so that no other process can
+# take the port between choosing it and binding it); it is then read from the
+# hub's "HTTP gateway listen=HOST:PORT" log line.
 http_port=$(sed -n 's/^http *= *"[^"]*:\([0-9][0-9]*\)".*/\1/p' "$config" | head -n1)
 [ -n "$http_port" ] || { echo "error: $config has no [hub] http = \"HOST:PORT\" line" >&2; exit 1; }
 log=$(mktemp "${TMPDIR:-/tmp}/hubwire-run.XXXXXX")
@@ -45,7 +48,7 @@ http() {
   printf '%s\n' "$response" | tr -d '\r' | sed '1,/^$/d' | sed 's/^/  /'
 }
 
-if (exec 5<>"/dev/tcp/127.0.0.1/$http_port") 2>/dev/null; then
+if [ "$http_port" != 0 ] && (exec 5<>"/dev/tcp/127.0.0.1/$http_port") 2>/dev/null; then
   echo "error: port $http_port is in use; stop what listens there (the HTTP gateway of $config wants it)" >&2
   exit 1
 fi
@@ -63,6 +66,10 @@ for _ in $(seq 200); do
   sleep 0.1
 done
 [ "${ready:-0}" -ge "$expected" ] || { cat "$log" >&2; echo "error: providers not ready after 20 s" >&2; exit 1; }
+if [ "$http_port" = 0 ]; then
+  http_port=$(sed -n 's/.*HTTP gateway.*listen=[^ ]*:\([0-9][0-9]*\).*/\1/p' "$log" | head -n1)
+  [ -n "$http_port" ] || { cat "$log" >&2; echo "error: the hub did not log its HTTP gateway's port" >&2; exit 1; }
+fi
 export HUBWIRE_HUB="unix:$sock"
 
 say "== what the hub routes"

@@ -191,11 +191,9 @@ fn cli_at(hub: &str, args: &[&str]) -> (i32, String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tcp_listener_and_the_http_gateway_serve_calls() {
-    let port = common::free_port();
-    let addr = format!("127.0.0.1:{port}");
-    let tcp = format!("127.0.0.1:{}", common::free_port());
-    let hub = Hub::start_with(&format!("http = \"{addr}\"\ntcp = \"{tcp}\""), ONE, &[]);
+    let hub = Hub::start_with("http = \"127.0.0.1:0\"\ntcp = \"127.0.0.1:0\"", ONE, &[]);
     hub.wait_ready("test", 1).await;
+    let (addr, tcp) = (hub.listening("HTTP gateway"), hub.listening("accepting clients listen=tcp:"));
     // The hubwire protocol over the TCP listener too.
     let over_tcp =
         hubwire::Connection::dial(hubwire::transport::tcp::connect(tcp.as_str()).await.unwrap(), &hubwire::Config::new("t")).await.unwrap();

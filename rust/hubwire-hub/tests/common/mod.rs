@@ -71,6 +71,18 @@ impl Hub {
         std::fs::read_to_string(self.dir.join("hub.log")).unwrap_or_default()
     }
 
+    /// The address a listener configured on port 0 was given, from the
+    /// hub's log line `<message> listen=[tcp:]HOST:PORT`. Port 0 rather than
+    /// a port chosen and released by the test: between the two, any
+    /// outgoing connection on the machine may take it.
+    pub fn listening(&self, message: &str) -> String {
+        let log = self.log();
+        let line = log.lines().find(|l| l.contains(message) && l.contains("listen="));
+        let at = line.and_then(|l| l.split("listen=").nth(1)).and_then(|a| a.split_whitespace().next());
+        let at = at.unwrap_or_else(|| panic!("no {message:?} line with listen= in the hub's log:\n{log}"));
+        at.trim_start_matches("tcp:").to_string()
+    }
+
     /// A new client connection.
     pub async fn connect(&self) -> Connection {
         Connection::dial(unix::connect(&self.socket).await.unwrap(), &Config::new("test-client")).await.unwrap()
@@ -182,11 +194,6 @@ fn dechunk(mut s: &str) -> String {
         s = &rest[n + 2..];
     }
     out
-}
-
-/// A free TCP port on 127.0.0.1 (bound and released).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// The config directory of a hub, for files a test writes.
