@@ -83,9 +83,19 @@ impl Hub {
         at.trim_start_matches("tcp:").to_string()
     }
 
-    /// A new client connection.
+    /// A new client connection. Refused connections are retried for a
+    /// while: the socket file appears at bind(), a moment before listen().
     pub async fn connect(&self) -> Connection {
-        Connection::dial(unix::connect(&self.socket).await.unwrap(), &Config::new("test-client")).await.unwrap()
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let t = loop {
+            match unix::connect(&self.socket).await {
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused && Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(5)).await
+                }
+                t => break t.unwrap(),
+            }
+        };
+        Connection::dial(t, &Config::new("test-client")).await.unwrap()
     }
 
     /// The hub's status, through its own method.
