@@ -300,6 +300,14 @@ async fn a_dialled_provider_is_reached_and_redialled_after_it_restarts() {
     assert_eq!(first, remote.id());
     remote.kill().unwrap();
     remote.wait().unwrap();
+    // A call routed before the hub sees the connection close fails
+    // `unavailable`, as any call in flight to a dead provider does; the one
+    // below is meant to arrive after, and wait for the redial.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while hub.status().await.providers[0].replicas[0].state == "ready" {
+        assert!(Instant::now() < deadline, "the hub did not notice the provider's death");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let mut again = serve(&sock);
     let second: u32 = tokio::time::timeout(Duration::from_secs(10), c.call("pid", &())).await.expect("never redialled").unwrap();
     assert_eq!(second, again.id(), "the call went to the new process");
