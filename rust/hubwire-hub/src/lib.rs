@@ -7,6 +7,7 @@
 //! | [`config`] | `hubwire.toml`: listeners and providers, errors with file and line |
 //! | [`registry`] | providers, replicas, the method table; duplicate names refused |
 //! | [`supervise`] | one task per replica: start, handshake, health pings, restart with backoff, crash loops |
+//! | `group` | a provider's process group: signal it, wait until none of it is alive |
 //! | [`route`] | one call: admit within the limit, pick the least-loaded ready replica, forward |
 //! | [`hub`] | the daemon: listeners, client connections, orderly shutdown on SIGTERM |
 //! | [`gateway`] | the HTTP/JSON gateway |
@@ -23,6 +24,7 @@
 pub mod cli;
 pub mod config;
 pub mod gateway;
+mod group;
 pub mod hub;
 pub mod logs;
 pub mod metrics;

@@ -267,7 +267,8 @@ async fn health(conn: &Connection, every: Duration, within: Duration) -> String 
 ///
 /// The child leads its own process group (see `spawn`, `pid` is its id),
 /// and the signals go to the group, so that what it started stops with it;
-/// whatever of the group is left once the child has ended is killed.
+/// whatever of the group is left once the child has ended is killed and
+/// waited for, so that nothing of it outlives the hub.
 async fn stop_child(child: Option<Child>, pid: Option<u32>, conn: Option<&Connection>, grace: Duration) -> Option<String> {
     if let Some(c) = conn {
         c.close(Duration::ZERO).await;
@@ -275,11 +276,7 @@ async fn stop_child(child: Option<Child>, pid: Option<u32>, conn: Option<&Connec
     let mut child = child?;
     let signal_group = |sig| {
         if let Some(pid) = pid {
-            // SAFETY: kill(2) with a negative pid signals that group. The
-            // group id stays ours while any member lives (the kernel does
-            // not reuse an id that is still a group's), and ESRCH when
-            // none does is harmless.
-            unsafe { libc::kill(-(pid as i32), sig) };
+            crate::group::signal(pid, sig);
         }
     };
     let ended = async {
@@ -299,8 +296,18 @@ async fn stop_child(child: Option<Child>, pid: Option<u32>, conn: Option<&Connec
     }
     .await;
     signal_group(libc::SIGKILL);
+    if let Some(pid) = pid {
+        if !crate::group::wait_empty(pid, GROUP_GONE).await {
+            tracing::warn!(pgid = pid, "processes of the provider's group still alive {GROUP_GONE:?} after SIGKILL");
+        }
+    }
     Some(ended)
 }
+
+/// How long a stop waits for the rest of a provider's group to die after
+/// SIGKILL: the kernel needs moments, not seconds, unless a process is
+/// stuck in the kernel (uninterruptible I/O).
+const GROUP_GONE: Duration = Duration::from_secs(2);
 
 /// "exit status 3", "killed by signal 9 (SIGKILL)".
 pub fn describe(s: Option<ExitStatus>) -> String {
