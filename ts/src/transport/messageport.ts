@@ -95,18 +95,20 @@ class PortTransport implements Transport {
   write(bytes: Uint8Array): void {
     if (this.ended) return;
     // The view shares the writer's slab: copy it out into a buffer of its
-    // own (posting the view would clone the whole slab), and transfer that
-    // unless it is small enough to post cheaper cloned (CLONE_BELOW_BROWSER).
-    const own = bytes.slice();
-    if (own.length < this.cloneBelow) this.port.postMessage(own);
-    else this.port.postMessage(own, [own.buffer]);
+    // own (posting the view would clone the whole slab).
+    this.post(bytes.slice());
   }
 
   writev(segments: Uint8Array[]): void {
     if (this.ended) return;
-    // One copy of everything into a buffer of our own, transferred.
-    const own = concat(segments);
-    this.port.postMessage(own, [own.buffer]);
+    // One copy of everything into a buffer of our own.
+    this.post(concat(segments));
+  }
+
+  /** Posts a run in a buffer of its own: transferred, unless small enough to post cheaper cloned (`CLONE_BELOW_BROWSER`). */
+  private post(own: Uint8Array): void {
+    if (own.length < this.cloneBelow) this.port.postMessage(own);
+    else this.port.postMessage(own, [own.buffer]);
   }
 
   close(): void {
