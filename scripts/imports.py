@@ -202,9 +202,11 @@ class RustCrate:
             # Names `use` brought in, for paths in code that start with one
             # (`use crate::systems;` … `systems::grpc::serve(…)`).
             local = {}
-            for p in paths:
+            for i, p in enumerate(paths):
+                if p.endswith("::self"):  # `use a::b::{self}` imports module b
+                    paths[i] = p = p[: -len("::self")]
                 segs = self.absolute(mod, p.split("::"))
-                if segs and segs[-1] not in ("*", "self"):
+                if segs and segs[-1] != "*":
                     local[segs[-1]] = segs
             body = re.sub(r"\buse\s+[^;]+;", "", body)
             for p in re.findall(r"(?<![\w:])(\w+(?:::\w+)+)", body):

@@ -322,7 +322,7 @@ impl Run<'_> {
     /// Provider role on unix/tcp: another connection is still served.
     async fn check_alive(&mut self) -> Result<(), String> {
         let Some(addr) = &self.address else { return Ok(()) };
-        let config = hubwire::Config::new("conformance-check");
+        let config = hubwire::ConnectionOptions::new("conformance-check");
         let probe = async {
             let conn = match self.transport {
                 "unix" => hubwire::Connection::dial(unix::connect(addr).await.map_err(|e| e.to_string())?, &config).await,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hubwire::transport::{tcp, unix};
-use hubwire::{CallOptions, Codec, Config, Connection, Error, Kind, Payload};
+use hubwire::{CallOptions, Codec, Connection, ConnectionOptions, Error, Kind, Payload};
 
 use crate::status::{self, MethodRow, Status};
 
@@ -62,7 +62,7 @@ pub fn find_hub(flag: Option<&str>, config: &Path) -> Result<HubAddr, String> {
 
 /// Dials the hub.
 pub async fn connect(addr: &HubAddr) -> Result<Connection, String> {
-    let config = Config::new("hubwire-cli");
+    let config = ConnectionOptions::new("hubwire-cli");
     let hint = "is `hubwire hub` running?";
     let r = match addr {
         HubAddr::Unix(p) => match unix::connect(p).await {
@@ -150,7 +150,7 @@ pub async fn call(conn: &Connection, args: CallArgs) -> Result<(), String> {
                     return;
                 }
             }
-            let _ = sink.finish();
+            let _ = sink.end();
         });
     }
     match c.items.take() {
@@ -174,7 +174,7 @@ fn read_input(path: &str) -> Result<Vec<u8>, String> {
     Ok(v)
 }
 
-/// Items for an input stream: the JSON argument's lines, or stdin's.
+/// ItemStream for an input stream: the JSON argument's lines, or stdin's.
 fn stdin_lines(arg: Option<&str>) -> Result<Vec<String>, String> {
     let text = match arg {
         Some(a) => a.to_string(),

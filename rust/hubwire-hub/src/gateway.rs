@@ -232,7 +232,7 @@ impl Gateway {
                         return;
                     }
                 }
-                let _ = sink.finish();
+                let _ = sink.end();
             });
         }
         let Some(mut items) = call.items.take() else {

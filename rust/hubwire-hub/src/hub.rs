@@ -18,12 +18,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hubwire::transport::{self, memory, tcp, unix, Listener};
-use hubwire::{Config, Connection, Provider, WaitMode};
+use hubwire::{Connection, ConnectionOptions, Provider, WaitMode};
 use tokio::task::JoinSet;
 
 use crate::config::{ConfigError, HubConfig, Located};
 use crate::registry::Registry;
-use crate::route::HubRouter;
+use crate::route::HubService;
 use crate::status::{self, METHODS_METHOD, STATUS_METHOD};
 
 /// The client connections the hub serves, so that shutdown can drain them.
@@ -35,7 +35,7 @@ struct Clients {
 
 impl Clients {
     /// Serves one connection until it closes.
-    async fn serve(self: Arc<Self>, t: transport::DynTransport, config: Config) {
+    async fn serve(self: Arc<Self>, t: transport::DynTransport, config: ConnectionOptions) {
         let label = t.describe();
         let conn = match Connection::start(t, &config, false).await {
             Ok(c) => c,
@@ -53,7 +53,7 @@ impl Clients {
         let conns: Vec<Connection> = self.live.lock().unwrap().values().cloned().collect();
         let mut set = JoinSet::new();
         for c in conns {
-            set.spawn(async move { c.close(grace).await });
+            set.spawn(async move { c.drain(grace).await });
         }
         while set.join_next().await.is_some() {}
     }
@@ -103,11 +103,11 @@ pub async fn bind(cfg: &HubConfig) -> Result<Bound, ConfigError> {
     Ok(Bound { unix, tcp, http })
 }
 
-/// The provider the hub offers its clients: its own methods, and a router
-/// for everything else.
-fn hub_provider(reg: &Arc<Registry>, name: &str) -> Provider {
+/// The service the hub offers its clients: its own methods, and every
+/// provider's, relayed.
+fn hub_service(reg: &Arc<Registry>, name: &str) -> HubService {
     let (r1, r2, hub) = (reg.clone(), reg.clone(), name.to_string());
-    Provider::new(name)
+    let own = Provider::new(name)
         .unary(STATUS_METHOD, move |_ctx, (): ()| {
             let s = status::status(&r1, &hub);
             async move { Ok(s) }
@@ -117,8 +117,8 @@ fn hub_provider(reg: &Arc<Registry>, name: &str) -> Provider {
             let m = status::methods(&r2);
             async move { Ok(m) }
         })
-        .doc(METHODS_METHOD, "Every routed method with its kind, provider and description")
-        .router(Arc::new(HubRouter { registry: reg.clone() }))
+        .doc(METHODS_METHOD, "Every routed method with its kind, provider and description");
+    HubService { own, registry: reg.clone() }
 }
 
 /// Runs the hub until SIGTERM or SIGINT, then shuts it down in order.
@@ -127,9 +127,9 @@ pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
     let mut signals = Signals::install()?;
     let reg = Arc::new(Registry::new(&cfg.providers));
     let wait = if cfg.hub.low_latency { WaitMode::low_latency() } else { WaitMode::Efficient };
-    let upstream = Config::new(cfg.hub.name.clone()).wait(wait);
+    let upstream = ConnectionOptions::new(cfg.hub.name.clone()).wait(wait);
     let supervisors = crate::supervise::start(&reg, &upstream);
-    let serving = Config::new(cfg.hub.name.clone()).wait(wait).provider(hub_provider(&reg, &cfg.hub.name));
+    let serving = ConnectionOptions::new(cfg.hub.name.clone()).wait(wait).service(hub_service(&reg, &cfg.hub.name));
 
     let clients = Arc::new(Clients::default());
     let mut accepting = JoinSet::new();
@@ -144,7 +144,7 @@ pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
         // The gateway is one more client, over an in-memory connection.
         let (ours, theirs) = memory::pair();
         tokio::spawn(clients.clone().serve(Arc::new(theirs), serving.clone()));
-        let conn = Connection::dial(ours, &Config::new("http-gateway")).await.map_err(std::io::Error::other)?;
+        let conn = Connection::dial(ours, &ConnectionOptions::new("http-gateway")).await.map_err(std::io::Error::other)?;
         tracing::info!(listen = %l.local_addr()?, "HTTP gateway");
         accepting.spawn(crate::gateway::serve(l, conn, reg.clone(), cfg.hub.name.clone()));
     }
@@ -164,7 +164,7 @@ pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
     Ok(())
 }
 
-async fn accept_loop(listener: Box<dyn Listener>, clients: Arc<Clients>, config: Config) {
+async fn accept_loop(listener: Box<dyn Listener>, clients: Arc<Clients>, config: ConnectionOptions) {
     tracing::info!(listen = %listener.describe(), "accepting clients");
     loop {
         match transport::accept(listener.as_ref()).await {

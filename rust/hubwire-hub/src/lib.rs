@@ -19,7 +19,7 @@
 //!
 //! The hub is itself a hubwire peer: clients dial it like any provider and
 //! see, in its HELLO, every method of every provider. Calls pass through
-//! untouched ([`hubwire::router`]): no payload is decoded on the way.
+//! untouched ([`hubwire::relay`]): no payload is decoded on the way.
 
 pub mod cli;
 pub mod config;

@@ -1,7 +1,9 @@
-//! Routing one call: find the method's provider, admit the call within the
-//! provider's limit (or refuse it with `resource_exhausted` when the queue
-//! is full), pick the ready replica with the fewest calls in flight, and
-//! pass the call on untouched ([`Routed::forward`]).
+//! What the hub serves its clients, [`HubService`]: its own methods, and
+//! every provider's, each call routed: find the method's provider, admit
+//! the call within the provider's limit (or refuse it with
+//! `resource_exhausted` when the queue is full), pick the ready replica
+//! with the fewest calls in flight, and pass the call on untouched
+//! ([`Routed::forward`]).
 //!
 //! The hub enforces the caller's deadline itself (the runtime stops the
 //! routed call when it passes) and sends what is left of it onward, so a
@@ -11,8 +13,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hubwire::router::{RouteFuture, Routed, Router};
-use hubwire::{Code, Error, MethodInfo, Payload};
+use hubwire::{Code, Error, Incoming, MethodInfo, Payload, Provider, Routed, ServeFuture, Service};
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::registry::{ProviderState, Registry, Replica, Route};
@@ -23,20 +24,27 @@ use crate::registry::{ProviderState, Registry, Replica, Route};
 /// in a provider's queue for a slot (then `resource_exhausted`).
 pub const READY_WAIT: Duration = Duration::from_secs(10);
 
-/// The hub's [`Router`]: every method of every provider.
-pub struct HubRouter {
+/// The hub as its clients see it: its own methods (`own`), then every
+/// method of every provider in the registry, relayed.
+pub struct HubService {
+    /// The hub's own methods (status, the method list).
+    pub own: Provider,
     /// Providers and methods.
     pub registry: Arc<Registry>,
 }
 
-impl Router for HubRouter {
+impl Service for HubService {
     fn methods(&self) -> Vec<MethodInfo> {
-        self.registry.routes().into_iter().map(|r| r.info.clone()).collect()
+        let routed = self.registry.routes().into_iter().map(|r| r.info.clone()).filter(|m| !self.own.has(&m.name));
+        self.own.methods().into_iter().chain(routed).collect()
     }
 
-    fn route(&self, call: Routed) -> RouteFuture {
+    fn call(&self, call: Incoming) -> Result<ServeFuture, Error> {
+        if self.own.has(call.method()) {
+            return self.own.call(call);
+        }
         let reg = self.registry.clone();
-        Box::pin(async move { dispatch(&reg, call).await })
+        Ok(Box::pin(async move { dispatch(&reg, Routed::new(call)).await }))
     }
 }
 

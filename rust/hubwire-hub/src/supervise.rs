@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use hubwire::transport::child::{self, LogSink, SpawnOptions};
 use hubwire::transport::{tcp, unix};
-use hubwire::{Config, Connection};
+use hubwire::{Connection, ConnectionOptions};
 use tokio::process::{Child, Command};
 
 use crate::config::Launch;
@@ -34,7 +34,7 @@ enum Ended {
 }
 
 /// Starts one supervisor task per replica of every provider.
-pub fn start(reg: &Arc<Registry>, config: &Config) -> Vec<tokio::task::JoinHandle<()>> {
+pub fn start(reg: &Arc<Registry>, config: &ConnectionOptions) -> Vec<tokio::task::JoinHandle<()>> {
     let mut tasks = Vec::new();
     for p in &reg.providers {
         for r in &p.replicas {
@@ -55,7 +55,7 @@ fn set_phase(reg: &Registry, p: &ProviderState, r: &Replica, phase: Phase) {
     reg.changed.notify_waiters();
 }
 
-async fn supervise(reg: Arc<Registry>, p: Arc<ProviderState>, r: Arc<Replica>, config: Config) {
+async fn supervise(reg: Arc<Registry>, p: Arc<ProviderState>, r: Arc<Replica>, config: ConnectionOptions) {
     let cfg = &p.config;
     let (name, i) = (cfg.name.as_str(), r.index);
     // A dialled provider's process is not ours: when it cannot be reached
@@ -112,7 +112,7 @@ async fn supervise(reg: Arc<Registry>, p: Arc<ProviderState>, r: Arc<Replica>, c
 }
 
 /// One life of a replica: start, serve until it dies or the hub stops.
-async fn run_once(reg: &Registry, p: &Arc<ProviderState>, r: &Arc<Replica>, config: &Config) -> Ended {
+async fn run_once(reg: &Registry, p: &Arc<ProviderState>, r: &Arc<Replica>, config: &ConnectionOptions) -> Ended {
     let cfg = &p.config;
     let (conn, mut child) = match &cfg.launch {
         Launch::Exec { argv, env, dir } => {
@@ -181,7 +181,7 @@ async fn run_once(reg: &Registry, p: &Arc<ProviderState>, r: &Arc<Replica>, conf
 
 /// Dials a provider's socket and does the handshake, both within the
 /// handshake timeout; gives up at once (`Err(None)`) if the hub stops.
-async fn dial<T, F>(reg: &Registry, at: &str, config: &Config, connect: F) -> Result<Connection, Option<String>>
+async fn dial<T, F>(reg: &Registry, at: &str, config: &ConnectionOptions, connect: F) -> Result<Connection, Option<String>>
 where
     T: hubwire::transport::Transport,
     F: std::future::Future<Output = std::io::Result<T>>,
@@ -271,7 +271,7 @@ async fn health(conn: &Connection, every: Duration, within: Duration) -> String 
 /// waited for, so that nothing of it outlives the hub.
 async fn stop_child(child: Option<Child>, pid: Option<u32>, conn: Option<&Connection>, grace: Duration) -> Option<String> {
     if let Some(c) = conn {
-        c.close(Duration::ZERO).await;
+        c.drain(Duration::ZERO).await;
     }
     let mut child = child?;
     let signal_group = |sig| {

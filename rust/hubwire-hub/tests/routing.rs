@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::{http, Hub};
-use hubwire::{CallOptions, Code, Items};
+use hubwire::{CallOptions, Code, ItemStream};
 
 const ONE: &str = "[[provider]]\nname = \"test\"\nexec = [\"{provider}\"]\n";
 
@@ -25,7 +25,7 @@ async fn every_call_kind_passes_through_the_hub() {
     let echoed = c.call_raw("echo", Bytes::from_static(b"\x00\xffraw bytes")).await.unwrap();
     assert_eq!(&echoed[..], b"\x00\xffraw bytes");
     let opts = CallOptions::new();
-    let items: Items<u32> = c.server_stream("count", &5000u32, &opts).await.unwrap();
+    let items: ItemStream<u32> = c.server_stream("count", &5000u32, &opts).await.unwrap();
     assert_eq!(items.collect().await.unwrap(), (0..5000).collect::<Vec<u32>>(), "a long stream, under flow control on both hops");
     let sum = c.client_stream::<i64, i64>("sum", &opts).await.unwrap();
     for i in 1..=100 {
@@ -37,7 +37,7 @@ async fn every_call_kind_passes_through_the_hub() {
         sink.send(&w.to_string()).await.unwrap();
         assert_eq!(out.next().await.unwrap().as_deref(), Some(w.to_uppercase().as_str()));
     }
-    sink.finish().unwrap();
+    sink.end().unwrap();
     assert_eq!(out.next().await.unwrap(), None);
 }
 
@@ -196,7 +196,9 @@ async fn the_tcp_listener_and_the_http_gateway_serve_calls() {
     let (addr, tcp) = (hub.listening("HTTP gateway"), hub.listening("accepting clients listen=tcp:"));
     // The hubwire protocol over the TCP listener too.
     let over_tcp =
-        hubwire::Connection::dial(hubwire::transport::tcp::connect(tcp.as_str()).await.unwrap(), &hubwire::Config::new("t")).await.unwrap();
+        hubwire::Connection::dial(hubwire::transport::tcp::connect(tcp.as_str()).await.unwrap(), &hubwire::ConnectionOptions::new("t"))
+            .await
+            .unwrap();
     assert_eq!(&over_tcp.call_raw("echo", Bytes::from_static(b"tcp")).await.unwrap()[..], b"tcp");
     let (status, body) = http(&addr, "POST", "/v1/call/sleep", r#"{"ms": 1}"#);
     assert_eq!((status, body.as_str()), (200, "\"slept 1 ms\""));

@@ -160,7 +160,7 @@ async fn run_kind<T: Report>(conn: &Connection, cmd: &Value, r: &mut Map<String,
                     sink.send(item).await?;
                 }
                 if end {
-                    sink.finish()?;
+                    sink.end()?;
                 }
                 // Keep the sink (and so the call) alive until the reader
                 // is done with it.
@@ -177,7 +177,7 @@ async fn run_kind<T: Report>(conn: &Connection, cmd: &Value, r: &mut Map<String,
 }
 
 async fn read_items<T: Report>(
-    mut items: hubwire::Items<T>,
+    mut items: hubwire::ItemStream<T>,
     read: Option<u64>,
     r: &mut Map<String, Value>,
 ) -> Result<Result<(), Error>, Dropped> {

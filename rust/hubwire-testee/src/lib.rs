@@ -10,7 +10,7 @@ mod service;
 use std::sync::{Arc, Mutex};
 
 use hubwire::transport::{child, tcp, unix, DynTransport};
-use hubwire::{Config, Connection};
+use hubwire::{Connection, ConnectionOptions};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
@@ -99,8 +99,8 @@ where
     Ok(())
 }
 
-fn config() -> Config {
-    Config::new("conformance-testee")
+fn config() -> ConnectionOptions {
+    ConnectionOptions::new("conformance-testee")
 }
 
 fn take(memory: &Mutex<Option<DynTransport>>) -> Result<DynTransport, String> {
@@ -133,7 +133,7 @@ async fn serve(transport: &str, address: &str, memory: &Mutex<Option<DynTranspor
         }
         "child" | "memory" => {
             let t = if transport == "child" { parent()? } else { take(memory)? };
-            let config = config.provider(provider());
+            let config = config.service(provider());
             // The handshake needs the runner, which waits for `ready`: answer
             // first, then accept in the background.
             tokio::spawn(async move {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use hubwire::{CallContext, Error, ItemSink, Items, Provider, Raw};
+use hubwire::{CallContext, Error, ItemSink, ItemStream, Provider, Raw};
 use serde_json::{json, Value};
 
 use crate::Events;
@@ -100,15 +100,15 @@ pub(crate) fn provider(events: Events) -> Provider {
                 Ok(())
             }
         })
-        .client_stream("sum", |_, mut items: Items<i64>| async move {
+        .client_stream("sum", |_, mut items: ItemStream<i64>| async move {
             let mut total = 0i64;
             while let Some(x) = items.next().await? {
                 total += x;
             }
             Ok(total)
         })
-        .client_stream("first", |_, mut items: Items<Dyn>| async move { Ok(items.next().await?.unwrap_or(Dyn::Nil)) })
-        .bidi("echo_stream", |_, mut items: Items<Dyn>, sink: ItemSink<Dyn>| async move {
+        .client_stream("first", |_, mut items: ItemStream<Dyn>| async move { Ok(items.next().await?.unwrap_or(Dyn::Nil)) })
+        .bidi("echo_stream", |_, mut items: ItemStream<Dyn>, sink: ItemSink<Dyn>| async move {
             while let Some(v) = items.next().await? {
                 sink.send(&v).await?;
             }

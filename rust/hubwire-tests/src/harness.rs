@@ -4,8 +4,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hubwire::transport::{self, child, memory, tcp, unix};
-use hubwire::{Config, Connection, WaitMode};
+use hubwire::transport::{self, child, tcp, unix};
+use hubwire::{testing, Connection, ConnectionOptions, WaitMode};
 
 /// Which transport (and waiting mode) a harness uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,16 +65,15 @@ impl Harness {
     /// `behaviour-provider` binary (only used by [`Setup::Child`]).
     pub async fn new(setup: Setup, child_bin: &str) -> Harness {
         let wait = if setup == Setup::UnixLowLatency { WaitMode::low_latency() } else { WaitMode::Efficient };
-        let client_cfg = Config::new("behaviour-client").wait(wait);
-        let server_cfg = crate::provider_config().wait(wait).provider(crate::provider());
+        let client_cfg = ConnectionOptions::new("behaviour-client").wait(wait);
         let logs = Arc::new(Mutex::new(Vec::new()));
         let (client, peer, dir) = match setup {
             Setup::Memory => {
-                let (a, b) = memory::pair();
-                let (c, s) = tokio::join!(Connection::dial(a, &client_cfg), Connection::accept(b, &server_cfg));
-                (c.unwrap(), Peer::InProcess(Some(s.unwrap())), None)
+                let pair = testing::pair_with(crate::provider(), client_cfg, crate::provider_config().wait(wait)).await;
+                (pair.client, Peer::InProcess(Some(pair.server)), None)
             }
             Setup::Unix | Setup::UnixLowLatency => {
+                let server_cfg = crate::provider_config().wait(wait).service(crate::provider());
                 let dir = TempDir::new("unix");
                 let path = dir.0.join("p.sock");
                 let listener = unix::UnixListener::bind(&path).unwrap();
@@ -84,6 +83,7 @@ impl Harness {
                 (c.unwrap(), Peer::InProcess(Some(s.unwrap())), Some(dir))
             }
             Setup::Tcp => {
+                let server_cfg = crate::provider_config().wait(wait).service(crate::provider());
                 let listener = tcp::TcpListener::bind("127.0.0.1:0").await.unwrap();
                 let addr = listener.local_addr().unwrap();
                 let (c, s) = tokio::join!(async { Connection::dial(tcp::connect(addr).await.unwrap(), &client_cfg).await }, async {

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use hubwire::{CallContext, Error, ItemSink, Items, Provider, Raw};
+use hubwire::{CallContext, Error, ItemSink, ItemStream, Provider, Raw};
 use serde::{Deserialize, Serialize};
 
 /// The typed failure of `divide`.
@@ -76,8 +76,8 @@ pub const PROVIDER_WINDOW: u32 = 16;
 pub const PROVIDER_MAX_FRAME: u32 = 4 * 1024 * 1024;
 
 /// The provider's connection settings.
-pub fn provider_config() -> hubwire::Config {
-    hubwire::Config::new("behaviour").window(PROVIDER_WINDOW).max_frame(PROVIDER_MAX_FRAME)
+pub fn provider_config() -> hubwire::ConnectionOptions {
+    hubwire::ConnectionOptions::new("behaviour").window(PROVIDER_WINDOW).max_frame(PROVIDER_MAX_FRAME)
 }
 
 /// The provider every behaviour case calls.
@@ -153,24 +153,24 @@ pub fn provider() -> Provider {
             probe.done = true;
             Ok(())
         })
-        .client_stream("sum", |_, mut items: Items<i64>| async move {
+        .client_stream("sum", |_, mut items: ItemStream<i64>| async move {
             let mut total = 0;
             while let Some(x) = items.next().await? {
                 total += x;
             }
             Ok(total)
         })
-        .client_stream("stall", |_, _items: Items<i64>| async move {
+        .client_stream("stall", |_, _items: ItemStream<i64>| async move {
             // Holds the stream open without reading it.
             tokio::time::sleep(Duration::from_secs(30)).await;
             Ok(0i64)
         })
-        .client_stream("first_only", |_, mut items: Items<i64>| async move {
+        .client_stream("first_only", |_, mut items: ItemStream<i64>| async move {
             // Answers after one item, without reading the rest: the callee
             // may end a call before the caller's END.
             Ok(items.next().await?.unwrap_or(-1))
         })
-        .bidi("upper", |_, mut items: Items<String>, sink: ItemSink<String>| async move {
+        .bidi("upper", |_, mut items: ItemStream<String>, sink: ItemSink<String>| async move {
             while let Some(s) = items.next().await? {
                 sink.send(&s.to_uppercase()).await?;
             }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use hubwire::transport::unix;
-use hubwire::{Config, Connection};
+use hubwire::{Connection, ConnectionOptions};
 use hubwire_frame::{Code, Decoder, Frame, Hello, PeerInfo};
 use hubwire_tests::harness::TempDir;
 use serde::Deserialize;
@@ -114,7 +114,7 @@ async fn every_must_reject_vector_gets_goaway_and_spares_other_connections() {
         let max_frame = case.max_frame.unwrap_or(hubwire_frame::DEFAULT_MAX_FRAME);
         if let std::collections::hash_map::Entry::Vacant(slot) = providers.entry(max_frame) {
             let path = start_provider(&dir.0, max_frame).await;
-            let healthy = Connection::dial(unix::connect(&path).await.unwrap(), &Config::new("healthy")).await.unwrap();
+            let healthy = Connection::dial(unix::connect(&path).await.unwrap(), &ConnectionOptions::new("healthy")).await.unwrap();
             slot.insert((path, healthy));
         }
         let (path, healthy) = &providers[&max_frame];
@@ -138,7 +138,7 @@ async fn every_must_reject_vector_gets_goaway_and_spares_other_connections() {
 async fn handshake_failures_get_goaway() {
     let dir = TempDir::new("bad-handshake");
     let path = start_provider(&dir.0, hubwire_frame::DEFAULT_MAX_FRAME).await;
-    let healthy = Connection::dial(unix::connect(&path).await.unwrap(), &Config::new("healthy")).await.unwrap();
+    let healthy = Connection::dial(unix::connect(&path).await.unwrap(), &ConnectionOptions::new("healthy")).await.unwrap();
     let ping = Frame::Ping { data: [1; 8] }.to_bytes();
     let cases: Vec<(&str, Vec<u8>, Code)> = vec![
         ("no common version", hello_bytes(vec![2, 3]).to_vec(), Code::UnsupportedVersion),
@@ -182,7 +182,7 @@ async fn a_client_refused_at_handshake_gets_the_code() {
         let mut sink = Vec::new();
         let _ = s.read_to_end(&mut sink);
     });
-    let err = Connection::dial(unix::connect(&path).await.unwrap(), &Config::new("v1-client")).await.err().expect("must fail");
+    let err = Connection::dial(unix::connect(&path).await.unwrap(), &ConnectionOptions::new("v1-client")).await.err().expect("must fail");
     assert_eq!(err.code(), Code::UnsupportedVersion, "{err}");
     assert!(err.message().contains("no common protocol version"), "{err}");
     server.join().unwrap();

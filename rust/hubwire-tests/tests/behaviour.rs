@@ -132,7 +132,7 @@ mod cases {
             for i in 0..500 {
                 sink.send(&format!("b{i}")).await.unwrap();
             }
-            sink.finish().unwrap();
+            sink.end().unwrap();
         });
         for i in 0..500 {
             assert_eq!(items.next().await.unwrap(), Some(format!("B{i}")));

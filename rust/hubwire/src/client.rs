@@ -7,14 +7,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hubwire_frame::Kind;
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
-use tokio::time::Instant;
+use tokio::sync::{oneshot, Semaphore};
 
-use crate::calls::{OutCall, OutSink};
 use crate::codec::{Codec, Message, Payload};
 use crate::connection::Connection;
-use crate::stream::{CallGuard, ItemSink, Items, RecvWindow, StreamIn};
-use crate::{Code, Error};
+use crate::engine::{self, OutSink, StreamIn};
+use crate::errors::{Code, Error};
+use crate::stream::{CallGuard, ItemSink, ItemStream};
 
 /// Per-call options.
 #[derive(Clone, Debug, Default)]
@@ -47,11 +46,11 @@ impl CallOptions {
 
 /// A call of any kind started by [`Connection::call_any`].
 pub struct AnyCall {
-    /// Where the caller's items go (client_stream, bidi); `finish` sends END.
+    /// Where the caller's items go (client_stream, bidi); `end` sends END.
     pub sink: Option<ItemSink<Payload>>,
     /// The callee's items (server_stream, bidi); the stream's end is the
     /// call's end.
-    pub items: Option<Items<Payload>>,
+    pub items: Option<ItemStream<Payload>>,
     once: Option<oneshot::Receiver<Result<Payload, Error>>>,
     started: Started,
 }
@@ -71,11 +70,11 @@ impl AnyCall {
     }
 }
 
-/// A call in flight, between registration and its end.
+/// A call in flight, between registration and its end: dropping the last
+/// handle to it before the end sends CANCEL.
 struct Started {
     guard: Arc<CallGuard>,
-    deadline: Option<Instant>,
-    _permit: OwnedSemaphorePermit,
+    call: engine::Started,
 }
 
 /// A client stream: send inputs, then `finish` for the single output.
@@ -94,9 +93,9 @@ impl<I: Message, O: Message> ClientStream<I, O> {
         self.sink.send(item).await
     }
 
-    /// Ends the inputs and waits for the output.
+    /// Ends the inputs (END) and waits for the output.
     pub async fn finish(self) -> Result<O, Error> {
-        let _ = self.sink.finish();
+        let _ = self.sink.end();
         self.response().await
     }
 
@@ -140,15 +139,13 @@ impl Connection {
     }
 
     /// Calls a server-streaming method: one input, a stream of outputs.
-    pub async fn server_stream<I: Message, O: Message>(&self, method: &str, input: &I, opts: &CallOptions) -> Result<Items<O>, Error> {
+    pub async fn server_stream<I: Message, O: Message>(&self, method: &str, input: &I, opts: &CallOptions) -> Result<ItemStream<O>, Error> {
         let codec = I::codec_for(opts.codec.unwrap_or(Codec::Msgpack));
         let bytes = input.encode(codec).map_err(|e| Error::invalid_argument(format!("cannot encode input: {e}")))?;
-        let (tx, rx) = mpsc::unbounded_channel();
-        let window = RecvWindow::new(self.inner().local.window);
-        let started = self
-            .begin(method, Kind::ServerStream, &Payload { codec, bytes }, opts, OutSink::Stream(tx), None, Some(window.clone()))
-            .await?;
-        Ok(self.items(rx, window, &started))
+        let (tx, stream) = StreamIn::new(self.core().local.window);
+        let window = Some(stream.window.clone());
+        let started = self.begin(method, Kind::ServerStream, &Payload { codec, bytes }, opts, OutSink::Stream(tx), None, window).await?;
+        Ok(self.items(stream, &started))
     }
 
     /// Calls a client-streaming method.
@@ -160,15 +157,14 @@ impl Connection {
         Ok(ClientStream { sink, rx, started, _o: std::marker::PhantomData })
     }
 
-    /// Calls a bidirectional method: a sink for inputs (call `finish` when
+    /// Calls a bidirectional method: a sink for inputs (call `end` when
     /// done) and a stream of outputs.
-    pub async fn bidi<I: Message, O: Message>(&self, method: &str, opts: &CallOptions) -> Result<(ItemSink<I>, Items<O>), Error> {
-        let (tx, rx) = mpsc::unbounded_channel();
+    pub async fn bidi<I: Message, O: Message>(&self, method: &str, opts: &CallOptions) -> Result<(ItemSink<I>, ItemStream<O>), Error> {
+        let (tx, stream) = StreamIn::new(self.core().local.window);
         let credit = Arc::new(Semaphore::new(self.peer().window as usize));
-        let window = RecvWindow::new(self.inner().local.window);
-        let started =
-            self.begin(method, Kind::Bidi, &empty(opts), opts, OutSink::Stream(tx), Some(credit.clone()), Some(window.clone())).await?;
-        Ok((self.sink(opts, credit, &started), self.items(rx, window, &started)))
+        let window = Some(stream.window.clone());
+        let started = self.begin(method, Kind::Bidi, &empty(opts), opts, OutSink::Stream(tx), Some(credit.clone()), window).await?;
+        Ok((self.sink(opts, credit, &started), self.items(stream, &started)))
     }
 
     /// A call of any kind with payloads as they travel, for routers: the
@@ -177,32 +173,32 @@ impl Connection {
     /// response. Dropping every part before the end cancels the call.
     pub async fn call_any(&self, method: &str, kind: Kind, input: Payload, opts: &CallOptions) -> Result<AnyCall, Error> {
         let credit = kind.streams_in().then(|| Arc::new(Semaphore::new(self.peer().window as usize)));
-        let window = kind.streams_out().then(|| RecvWindow::new(self.inner().local.window));
-        let (out, once, stream_rx) = if kind.streams_out() {
-            let (tx, rx) = mpsc::unbounded_channel();
-            (OutSink::Stream(tx), None, Some(rx))
+        let (out, once, stream) = if kind.streams_out() {
+            let (tx, stream) = StreamIn::new(self.core().local.window);
+            (OutSink::Stream(tx), None, Some(stream))
         } else {
             let (tx, rx) = oneshot::channel();
             (OutSink::Once(tx), Some(rx), None)
         };
-        let started = self.begin(method, kind, &input, opts, out, credit.clone(), window.clone()).await?;
+        let window = stream.as_ref().map(|s| s.window.clone());
+        let started = self.begin(method, kind, &input, opts, out, credit.clone(), window).await?;
         let codec = Some(input.codec);
         let sink = credit.map(|c| self.sink(&CallOptions { codec, ..opts.clone() }, c, &started));
-        let items = stream_rx.zip(window).map(|(rx, w)| self.items(rx, w, &started));
+        let items = stream.map(|s| self.items(s, &started));
         Ok(AnyCall { sink, items, once, started })
     }
 
-    fn items<O: Message>(&self, rx: mpsc::UnboundedReceiver<crate::calls::Event>, window: Arc<RecvWindow>, s: &Started) -> Items<O> {
-        let parts = StreamIn { rx, window };
-        Items::new(self.inner().clone(), s.guard.id, parts, s.deadline, Code::Internal, Some(s.guard.clone()))
+    fn items<O: Message>(&self, stream: StreamIn, s: &Started) -> ItemStream<O> {
+        ItemStream::new(self.core().clone(), s.call.id, stream, s.call.deadline, Code::Internal, Some(s.guard.clone()))
     }
 
     fn sink<I: Message>(&self, opts: &CallOptions, credit: Arc<Semaphore>, s: &Started) -> ItemSink<I> {
         let codec = opts.codec.unwrap_or(Codec::Msgpack);
-        ItemSink::new(self.inner().clone(), s.guard.id, codec, credit, s.deadline, Some(s.guard.clone()))
+        ItemSink::new(self.core().clone(), s.call.id, codec, credit, s.call.deadline, Some(s.guard.clone()))
     }
 
-    /// Registers a call and sends its REQUEST.
+    /// Starts a call in the engine; the guard cancels it if every handle
+    /// is dropped before its end.
     #[allow(clippy::too_many_arguments)]
     async fn begin(
         &self,
@@ -212,42 +208,11 @@ impl Connection {
         opts: &CallOptions,
         sink: OutSink,
         send_credit: Option<Arc<Semaphore>>,
-        recv: Option<Arc<RecvWindow>>,
+        recv: Option<Arc<engine::RecvWindow>>,
     ) -> Result<Started, Error> {
-        let inner = self.inner();
-        inner.request_size(method, input.bytes.len())?;
-        let timeout = opts.timeout.filter(|t| !t.is_zero());
-        let deadline = timeout.map(|t| Instant::now() + t);
-        // Queue locally rather than exceed the peer's max_calls.
-        let permit = match inner.gate.clone().try_acquire_owned() {
-            Ok(p) => p,
-            Err(_) => inner.gate.clone().acquire_owned().await.map_err(|_| inner.closed_error())?,
-        };
-        // Other calls in flight: this REQUEST can share a write with theirs.
-        let (id, pipelined) = {
-            let mut st = inner.state.lock().unwrap();
-            if let Some(e) = &st.closed {
-                return Err(e.clone());
-            }
-            if st.peer_draining {
-                return Err(Error::unavailable("peer is draining (GOAWAY); start the call elsewhere"));
-            }
-            let id = st.alloc_id();
-            st.out.insert(id, OutCall { sink, send_credit, recv });
-            (id, st.out.len() > 1)
-        };
-        let guard = Arc::new(CallGuard { conn: self.clone(), id });
-        let timeout_ms = match timeout {
-            None => 0,
-            Some(t) => t.as_millis().clamp(1, u32::MAX as u128) as u32,
-        };
-        inner.send_request(id, kind, input.codec, timeout_ms, method, &input.bytes, pipelined)?;
-        if !pipelined {
-            // Spin for the answer now. (When pipelined, the REQUEST leaves
-            // with the background flusher: spinning first would delay it.)
-            inner.kick();
-        }
-        Ok(Started { guard, deadline, _permit: permit })
+        let call = self.core().begin(method, kind, input, opts.timeout, sink, send_credit, recv).await?;
+        let guard = Arc::new(CallGuard { conn: self.clone(), id: call.id });
+        Ok(Started { guard, call })
     }
 }
 
@@ -258,25 +223,16 @@ fn empty(opts: &CallOptions) -> Payload {
 /// Waits for a RESPONSE, honouring the deadline. On the deadline, the
 /// guard's drop sends CANCEL.
 async fn wait(rx: oneshot::Receiver<Result<Payload, Error>>, s: &Started) -> Result<Payload, Error> {
-    let r = match s.deadline {
+    let r = match s.call.deadline {
         None => rx.await,
         Some(d) => match tokio::time::timeout_at(d, rx).await {
             Ok(r) => r,
             Err(_) => return Err(Error::new(Code::DeadlineExceeded, "deadline exceeded waiting for the response")),
         },
     };
-    r.unwrap_or_else(|_| {
-        // The call was dropped from the table without an answer: by its
-        // own deadline (cancel_out), or because the connection died.
-        let inner = s.guard.conn.inner();
-        if s.deadline.is_some_and(|d| Instant::now() >= d) {
-            Err(Error::new(Code::DeadlineExceeded, "deadline exceeded"))
-        } else if inner.state.lock().unwrap().closed.is_some() {
-            Err(inner.closed_error())
-        } else {
-            Err(Error::cancelled("the call was cancelled"))
-        }
-    })
+    // The call was dropped from the table without an answer: by its own
+    // deadline (cancel_out), or because the connection died.
+    r.unwrap_or_else(|_| Err(s.guard.conn.core().lost_call_error(s.call.deadline)))
 }
 
 fn decode_output<O: Message>(p: Payload) -> Result<O, Error> {

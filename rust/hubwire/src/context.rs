@@ -1,11 +1,12 @@
-//! What a handler knows about the call it is serving.
+//! What a handler knows about the call it is serving, and the signal that
+//! tells it the call is over.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use hubwire_frame::{Hello, PeerInfo};
+use tokio::sync::Notify;
 use tokio::time::Instant;
-
-use crate::calls::CancelSignal;
 
 /// The context of one call, handed to its handler.
 #[derive(Clone)]
@@ -48,5 +49,34 @@ impl CallContext {
     /// dropped at that point; this is for work the handler runs elsewhere.
     pub async fn cancelled(&self) {
         self.cancel.cancelled().await
+    }
+}
+
+/// A one-way, many-waiter cancellation flag: set when the caller cancels,
+/// the deadline passes or the connection dies.
+#[derive(Default)]
+pub(crate) struct CancelSignal {
+    flag: AtomicBool,
+    notify: Notify,
+}
+
+impl CancelSignal {
+    pub(crate) fn cancel(&self) {
+        self.flag.store(true, Ordering::Release);
+        self.notify.notify_waiters();
+    }
+
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.flag.load(Ordering::Acquire)
+    }
+
+    pub(crate) async fn cancelled(&self) {
+        loop {
+            let notified = self.notify.notified();
+            if self.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
     }
 }

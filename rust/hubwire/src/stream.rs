@@ -1,51 +1,21 @@
-//! Streams of items, both directions, both roles: [`Items`] receives and
-//! grants credit as the application consumes; [`ItemSink`] sends and waits
-//! for credit (`spec/PROTOCOL.md` §8). The same two types serve a caller's
-//! streams and a handler's, so flow control is written once.
+//! The two halves of a stream, both directions, both roles:
+//! [`ItemStream`] receives, granting credit back as the application
+//! consumes; [`ItemSink`] sends, waiting for credit (`spec/PROTOCOL.md`
+//! §8). The same two types serve a caller's streams and a handler's, so
+//! flow control is written once.
 
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use hubwire_frame::{Codec, Frame};
+use hubwire_frame::Codec;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::time::Instant;
 
-use crate::calls::Event;
 use crate::codec::Message;
-use crate::connection::{Connection, Inner};
-use crate::{Code, Error};
-
-/// Credit this side granted for a stream it receives.
-pub(crate) struct RecvWindow {
-    remaining: AtomicU32,
-    consumed: AtomicU32,
-    batch: u32,
-}
-
-impl RecvWindow {
-    pub(crate) fn new(window: u32) -> Arc<RecvWindow> {
-        Arc::new(RecvWindow { remaining: AtomicU32::new(window), consumed: AtomicU32::new(0), batch: (window / 2).max(1) })
-    }
-
-    /// An ITEM arrived: uses one credit; false if none was left.
-    pub(crate) fn on_item(&self) -> bool {
-        self.remaining.fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| r.checked_sub(1)).is_ok()
-    }
-
-    /// The application took one item: grants credit back in batches.
-    fn consumed(&self, inner: &Inner, id: u32) {
-        let c = self.consumed.fetch_add(1, Ordering::AcqRel) + 1;
-        if c >= self.batch {
-            self.consumed.fetch_sub(c, Ordering::AcqRel);
-            // Credit first, then tell the peer, so the reader never sees
-            // the peer use credit it has not been counted for.
-            self.remaining.fetch_add(c, Ordering::AcqRel);
-            let _ = inner.send(&Frame::Credit { call_id: id, credit: c });
-        }
-    }
-}
+use crate::connection::Connection;
+use crate::engine::{Core, Event, Incoming, RecvWindow, StreamIn};
+use crate::errors::{Code, Error};
 
 /// Cancels a call this side started when the last handle to it is dropped
 /// before it finished.
@@ -56,19 +26,14 @@ pub(crate) struct CallGuard {
 
 impl Drop for CallGuard {
     fn drop(&mut self) {
-        self.conn.inner().cancel_out(self.id);
+        self.conn.core().cancel_out(self.id);
     }
 }
 
-/// The parts of a stream the connection builds before the typed wrapper.
-pub(crate) struct StreamIn {
-    pub(crate) rx: mpsc::UnboundedReceiver<Event>,
-    pub(crate) window: Arc<RecvWindow>,
-}
-
-/// A stream of incoming items of type `T`.
-pub struct Items<T> {
-    inner: Arc<Inner>,
+/// The receiving half of a stream: incoming items of type `T`, in order,
+/// then the stream's end.
+pub struct ItemStream<T> {
+    core: Arc<Core>,
     id: u32,
     rx: mpsc::UnboundedReceiver<Event>,
     window: Arc<RecvWindow>,
@@ -80,16 +45,16 @@ pub struct Items<T> {
     _t: PhantomData<fn() -> T>,
 }
 
-impl<T: Message> Items<T> {
+impl<T: Message> ItemStream<T> {
     pub(crate) fn new(
-        inner: Arc<Inner>,
+        core: Arc<Core>,
         id: u32,
         parts: StreamIn,
         deadline: Option<Instant>,
         decode_code: Code,
         guard: Option<Arc<CallGuard>>,
-    ) -> Items<T> {
-        Items { inner, id, rx: parts.rx, window: parts.window, deadline, decode_code, done: false, guard, _t: PhantomData }
+    ) -> ItemStream<T> {
+        ItemStream { core, id, rx: parts.rx, window: parts.window, deadline, decode_code, done: false, guard, _t: PhantomData }
     }
 
     /// The next item; `Ok(None)` when the stream ended normally, `Err` with
@@ -105,7 +70,7 @@ impl<T: Message> Items<T> {
                 Err(_) => {
                     self.done = true;
                     if self.guard.is_some() {
-                        self.inner.cancel_out(self.id);
+                        self.core.cancel_out(self.id);
                     }
                     return Err(Error::new(Code::DeadlineExceeded, "deadline exceeded while waiting for the next item"));
                 }
@@ -113,7 +78,9 @@ impl<T: Message> Items<T> {
         };
         match event {
             Some(Event::Item(p)) => {
-                self.window.consumed(&self.inner, self.id);
+                if let Some(credit) = self.window.consumed() {
+                    self.core.grant(self.id, credit);
+                }
                 T::decode(p).map(Some).map_err(|m| Error::new(self.decode_code, format!("cannot decode item: {m}")))
             }
             Some(Event::End(Ok(_))) => {
@@ -141,28 +108,29 @@ impl<T: Message> Items<T> {
     }
 }
 
-/// Sends items of type `T` on a stream, within the peer's credit.
+/// The sending half of a stream: sends items of type `T` within the
+/// peer's credit.
 pub struct ItemSink<T> {
-    inner: Arc<Inner>,
+    core: Arc<Core>,
     id: u32,
     codec: Codec,
     credit: Arc<Semaphore>,
     deadline: Option<Instant>,
-    /// Set for a caller's sink: it sends END on `finish`.
+    /// Set for a caller's sink (it cancels the call on its deadline).
     guard: Option<Arc<CallGuard>>,
     _t: PhantomData<fn(T)>,
 }
 
 impl<T: Message> ItemSink<T> {
     pub(crate) fn new(
-        inner: Arc<Inner>,
+        core: Arc<Core>,
         id: u32,
         codec: Codec,
         credit: Arc<Semaphore>,
         deadline: Option<Instant>,
         guard: Option<Arc<CallGuard>>,
     ) -> ItemSink<T> {
-        ItemSink { inner, id, codec: T::codec_for(codec), credit, deadline, guard, _t: PhantomData }
+        ItemSink { core, id, codec: T::codec_for(codec), credit, deadline, guard, _t: PhantomData }
     }
 
     /// Sends one item, waiting for credit if the receiver is behind.
@@ -173,9 +141,9 @@ impl<T: Message> ItemSink<T> {
     }
 
     async fn send_bytes(&self, codec: Codec, bytes: Bytes) -> Result<(), Error> {
-        if let Err(e) = self.inner.check_size(bytes.len(), "item") {
+        if let Err(e) = self.core.check_size(bytes.len(), "item") {
             if self.guard.is_some() {
-                self.inner.cancel_out(self.id);
+                self.core.cancel_out(self.id);
             }
             return Err(e);
         }
@@ -187,7 +155,7 @@ impl<T: Message> ItemSink<T> {
                 Err(_) => {
                     // The call is over for the caller: tell the callee.
                     if self.guard.is_some() {
-                        self.inner.cancel_out(self.id);
+                        self.core.cancel_out(self.id);
                     }
                     return Err(Error::new(Code::DeadlineExceeded, "deadline exceeded while waiting for credit"));
                 }
@@ -197,18 +165,19 @@ impl<T: Message> ItemSink<T> {
             Ok(p) => p.forget(),
             Err(_) => return Err(Error::cancelled("the call has ended; no more items can be sent")),
         }
-        self.inner.writer.ready().await;
-        self.inner.send_item(self.id, codec, &bytes)
+        self.core.writer.ready().await;
+        self.core.send_item(self.id, codec, &bytes)
     }
 
-    /// A caller's sink: no more items (sends END). The call goes on until
-    /// the callee answers.
-    pub fn finish(&self) -> Result<(), Error> {
+    /// No more items: sends END (a caller's inputs; a handler's outputs
+    /// end with its answer). The call goes on until the callee answers.
+    /// Ending twice, or after the call ended, does nothing.
+    pub fn end(&self) -> Result<(), Error> {
         if self.credit.is_closed() {
             return Ok(());
         }
         self.credit.close();
-        self.inner.send(&Frame::End { call_id: self.id })
+        self.core.send_end(self.id)
     }
 
     fn encode_code(&self) -> Code {
@@ -217,5 +186,23 @@ impl<T: Message> ItemSink<T> {
         } else {
             Code::Defect
         }
+    }
+}
+
+impl Incoming {
+    /// The caller's items (client_stream, bidi), decoded as `T`; `None` for
+    /// the other kinds, or once taken. An item that does not decode is the
+    /// caller's error (`invalid_argument`).
+    pub fn take_items<T: Message>(&mut self) -> Option<ItemStream<T>> {
+        let parts = self.items.take()?;
+        Some(ItemStream::new(self.core.clone(), self.id, parts, self.deadline, Code::InvalidArgument, None))
+    }
+
+    /// Where items to the caller go (server_stream, bidi); `None` for the
+    /// other kinds, or once taken. Items travel in the request's codec
+    /// (MessagePack when it was raw) unless `T` is raw.
+    pub fn take_sink<T: Message>(&mut self) -> Option<ItemSink<T>> {
+        let credit = self.credit.take()?;
+        Some(ItemSink::new(self.core.clone(), self.id, self.input.codec, credit, self.deadline, None))
     }
 }

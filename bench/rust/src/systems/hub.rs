@@ -78,7 +78,7 @@ fn wait_for_provider(sock: &std::path::Path, t0: Instant) -> io::Result<()> {
     loop {
         let offered = rt.block_on(async {
             let t = hubwire::transport::unix::connect(sock).await?;
-            let conn = hubwire::Connection::dial(t, &hubwire::Config::new("bench-probe"))
+            let conn = hubwire::Connection::dial(t, &hubwire::ConnectionOptions::new("bench-probe"))
                 .await
                 .map_err(|e| io::Error::other(e.to_string()))?;
             Ok::<_, io::Error>(conn.peer().methods.iter().any(|m| m.name == "echo"))

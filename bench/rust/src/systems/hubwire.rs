@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use hubwire::{CallOptions, Codec, Config, Connection, Provider, Raw, WaitMode};
+use hubwire::{CallOptions, Codec, ConnectionOptions, Connection, Provider, Raw, WaitMode};
 use serde_json::Value;
 
 use super::endpoint::{Addr, Children, Listening};
@@ -48,7 +48,7 @@ fn err(e: hubwire::Error) -> io::Error {
 /// `bench-peer hubwire`: serves `provider()` on a Unix socket, TCP, or to
 /// the parent (fd 3).
 pub fn serve(args: &Args) -> io::Result<()> {
-    let config = Config::new("bench").wait(wait_mode(&args.wait)?);
+    let config = ConnectionOptions::new("bench").wait(wait_mode(&args.wait)?);
     runtime()?.block_on(async move {
         if let Some(p) = &args.unix {
             let l = hubwire::transport::unix::UnixListener::bind(p)?;
@@ -59,7 +59,7 @@ pub fn serve(args: &Args) -> io::Result<()> {
             ready(&l.local_addr()?.to_string());
             provider().serve(l, config).await
         } else {
-            provider().serve_parent(config).await.map_err(err)
+            provider().serve_child(config).await.map_err(err)
         }
     })
 }
@@ -131,7 +131,7 @@ impl Remote {
 impl Target for Remote {
     fn connect(&self) -> io::Result<Box<dyn Client>> {
         let rt = runtime()?;
-        let config = Config::new("bench-client").wait(self.wait);
+        let config = ConnectionOptions::new("bench-client").wait(self.wait);
         let conn = rt.block_on(async {
             match &self.addr {
                 Addr::Unix(p) => {
@@ -180,7 +180,7 @@ impl Target for PerChild {
                 cmd,
                 hubwire::transport::child::SpawnOptions::new("bench"),
             )?;
-            let conn = Connection::dial(t, &Config::new("bench-client").wait(self.wait))
+            let conn = Connection::dial(t, &ConnectionOptions::new("bench-client").wait(self.wait))
                 .await
                 .map_err(err)?;
             Ok::<_, io::Error>((conn, child))
@@ -212,7 +212,7 @@ struct InProc {
 impl Target for InProc {
     fn connect(&self) -> io::Result<Box<dyn Client>> {
         let (a, b) = hubwire::transport::memory::pair();
-        let config = Config::new("bench").wait(self.wait).provider(provider());
+        let config = ConnectionOptions::new("bench").wait(self.wait).service(provider());
         std::thread::spawn(move || {
             let rt = runtime().expect("a runtime for the in-process provider");
             rt.block_on(async move {
@@ -225,7 +225,7 @@ impl Target for InProc {
         let conn = rt
             .block_on(Connection::dial(
                 a,
-                &Config::new("bench-client").wait(self.wait),
+                &ConnectionOptions::new("bench-client").wait(self.wait),
             ))
             .map_err(err)?;
         Ok(Box::new(HubwireClient {

@@ -15,7 +15,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use hubwire::{Config, Error, ItemSink, Items, Provider};
+use hubwire::{ConnectionOptions, Error, ItemSink, ItemStream, Provider};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -104,7 +104,7 @@ fn countdown() -> Provider {
 
 fn wordcount() -> Provider {
     Provider::new("wordcount")
-        .client_stream("wordcount", |_ctx, mut messages: Items<Reply>| async move {
+        .client_stream("wordcount", |_ctx, mut messages: ItemStream<Reply>| async move {
             let (mut n, mut words) = (0, 0);
             while let Some(m) = messages.next().await? {
                 n += 1;
@@ -137,7 +137,7 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    match rt.block_on(provider.serve_parent(Config::new(command.clone()))) {
+    match rt.block_on(provider.serve_child(ConnectionOptions::new(command.clone()))) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("example-chat {command}: {e}");

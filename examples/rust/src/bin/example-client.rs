@@ -16,7 +16,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use clap::Parser;
 use hubwire::transport::{self, child::SpawnOptions};
-use hubwire::{CallOptions, Code, Config, Connection, Error};
+use hubwire::{CallOptions, Code, ConnectionOptions, Connection, Error};
 use hubwire_examples::{init_logging, DivError, DivideIn, GreetIn, GreetOut, Wait};
 
 /// Calls every method of the "example" provider once.
@@ -181,7 +181,7 @@ async fn run(conn: &Connection) -> Tally {
                 None => return Err(Error::new(Code::Internal, "chat ended early")),
             }
         }
-        sink.finish()?;
+        sink.end()?;
         replies.extend(items.collect().await?);
         Ok(replies)
     }
@@ -216,7 +216,7 @@ async fn run(conn: &Connection) -> Tally {
 async fn main() -> ExitCode {
     let args = Args::parse();
     init_logging();
-    let mut config = Config::new("example-client");
+    let mut config = ConnectionOptions::new("example-client");
     if let Some(w) = args.wait {
         config = config.wait(w.into());
     }
@@ -259,7 +259,7 @@ async fn main() -> ExitCode {
     };
 
     let mut tally = run(&conn).await;
-    conn.close(Duration::from_secs(1)).await;
+    conn.drain(Duration::from_secs(1)).await;
     drop(conn);
 
     // A spawned provider sees end-of-stream on its socket and exits.

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use hubwire::transport::{self, child::ENV_FD};
-use hubwire::{Config, Error, ItemSink, Items, Provider, Raw};
+use hubwire::{ConnectionOptions, Error, ItemSink, ItemStream, Provider, Raw};
 use hubwire_examples::{init_logging, DivError, DivideIn, GreetIn, GreetOut, Wait};
 use serde_json::json;
 
@@ -64,7 +64,7 @@ fn provider() -> Provider {
             Ok(())
         })
         .describe("count", json!({"type": "integer", "minimum": 0}), json!({"type": "integer", "minimum": 0}), None)
-        .client_stream("sum", |_ctx, mut items: Items<i64>| async move {
+        .client_stream("sum", |_ctx, mut items: ItemStream<i64>| async move {
             let mut total: i64 = 0;
             while let Some(x) = items.next().await? {
                 total = total.checked_add(x).ok_or_else(|| Error::invalid_argument("sum overflows i64"))?;
@@ -72,7 +72,7 @@ fn provider() -> Provider {
             Ok(total)
         })
         .describe("sum", json!({"type": "integer"}), json!({"type": "integer"}), None)
-        .bidi("chat", |_ctx, mut items: Items<String>, sink: ItemSink<String>| async move {
+        .bidi("chat", |_ctx, mut items: ItemStream<String>, sink: ItemSink<String>| async move {
             while let Some(line) = items.next().await? {
                 sink.send(&line.to_uppercase()).await?;
             }
@@ -96,7 +96,7 @@ async fn shutdown_signal() {
 async fn main() -> ExitCode {
     let args = Args::parse();
     init_logging();
-    let mut config = Config::new("example");
+    let mut config = ConnectionOptions::new("example");
     if let Some(w) = args.wait {
         config = config.wait(w.into());
     }
@@ -125,7 +125,7 @@ async fn main() -> ExitCode {
             env!("CARGO_PKG_VERSION"),
             std::process::id()
         );
-        match provider().serve_parent(config).await {
+        match provider().serve_child(config).await {
             Ok(()) => {
                 tracing::info!("parent went away; exiting");
                 Ok(())

@@ -16,7 +16,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use hubwire::{Config, Error, Provider, Raw};
+use hubwire::{ConnectionOptions, Error, Provider, Raw};
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize)]
@@ -77,28 +77,28 @@ fn main() {
             }
             Ok(())
         })
-        .client_stream(&m("sum"), |_ctx, mut items: hubwire::Items<i64>| async move {
+        .client_stream(&m("sum"), |_ctx, mut items: hubwire::ItemStream<i64>| async move {
             let mut total = 0i64;
             while let Some(x) = items.next().await? {
                 total += x;
             }
             Ok::<i64, Error>(total)
         })
-        .client_stream(&m("bytes"), |_ctx, mut items: hubwire::Items<Raw>| async move {
+        .client_stream(&m("bytes"), |_ctx, mut items: hubwire::ItemStream<Raw>| async move {
             let mut total = 0u64;
             while let Some(x) = items.next().await? {
                 total += x.0.len() as u64;
             }
             Ok::<u64, Error>(total)
         })
-        .bidi(&m("upper"), |_ctx, mut items: hubwire::Items<String>, sink: hubwire::ItemSink<String>| async move {
+        .bidi(&m("upper"), |_ctx, mut items: hubwire::ItemStream<String>, sink: hubwire::ItemSink<String>| async move {
             while let Some(s) = items.next().await? {
                 sink.send(&s.to_uppercase()).await?;
             }
             Ok(())
         });
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    let config = Config::new("hubwire-test-provider");
+    let config = ConnectionOptions::new("hubwire-test-provider");
     if let Some(path) = flag("--unix") {
         let served = rt.block_on(async move {
             let listener = hubwire::transport::unix::UnixListener::bind(&path)?;
@@ -110,7 +110,7 @@ fn main() {
         }
         return;
     }
-    if let Err(e) = rt.block_on(provider.serve_parent(config)) {
+    if let Err(e) = rt.block_on(provider.serve_child(config)) {
         eprintln!("error: {e}");
         std::process::exit(1);
     }

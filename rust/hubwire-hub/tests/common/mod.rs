@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use hubwire::transport::unix;
-use hubwire::{Config, Connection};
+use hubwire::{Connection, ConnectionOptions};
 use hubwire_hub::status::{Status, STATUS_METHOD};
 
 /// The hub binary under test.
@@ -95,7 +95,7 @@ impl Hub {
                 t => break t.unwrap(),
             }
         };
-        Connection::dial(t, &Config::new("test-client")).await.unwrap()
+        Connection::dial(t, &ConnectionOptions::new("test-client")).await.unwrap()
     }
 
     /// The hub's status, through its own method.

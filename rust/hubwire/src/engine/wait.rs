@@ -19,6 +19,9 @@
 //! therefore costs no CPU in either mode: it spins at most once after its
 //! last activity, then blocks.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
 /// How a connection waits for bytes; chosen per connection.
@@ -109,6 +112,33 @@ impl Spinner {
             self.skip = 1 << (self.fails - FAILS_BEFORE_BACKOFF).min(MAX_SKIP_SHIFT);
         }
         None
+    }
+}
+
+/// Wakes a reader blocked in the reactor so that it spins again: sent after
+/// a request in low-latency mode, because a response is now expected.
+#[derive(Default)]
+pub(crate) struct Kick {
+    flag: AtomicBool,
+    waker: Mutex<Option<Waker>>,
+}
+
+impl Kick {
+    pub(crate) fn kick(&self) {
+        if !self.flag.swap(true, Ordering::AcqRel) {
+            if let Some(w) = self.waker.lock().unwrap().take() {
+                w.wake();
+            }
+        }
+    }
+
+    /// True if kicked since the last call; otherwise registers the waker.
+    pub(crate) fn poll(&self, cx: &mut Context<'_>) -> bool {
+        if self.flag.swap(false, Ordering::AcqRel) {
+            return true;
+        }
+        *self.waker.lock().unwrap() = Some(cx.waker().clone());
+        self.flag.swap(false, Ordering::AcqRel)
     }
 }
 

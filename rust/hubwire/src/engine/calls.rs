@@ -1,17 +1,18 @@
 //! The call table of a connection: calls this side started (`out`) and
 //! calls it serves (`served`), keyed by call id, plus the bookkeeping the
-//! reader needs to route every frame to the right one.
+//! reader needs to route every frame to the right one (`spec/PROTOCOL.md`
+//! §3: the dialer's ids are odd, the acceptor's even).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
+use tokio::sync::{mpsc, oneshot, Semaphore};
 
+use super::credit::RecvWindow;
 use crate::codec::Payload;
-use crate::stream::RecvWindow;
-use crate::Error;
+use crate::context::CancelSignal;
+use crate::errors::Error;
 
 /// What the reader delivers to a stream.
 #[derive(Debug)]
@@ -20,6 +21,21 @@ pub(crate) enum Event {
     Item(Payload),
     /// The stream ended: `Ok` with the final payload (if any) or the error.
     End(Result<Option<Payload>, Error>),
+}
+
+/// The receiving half of a stream as the engine builds it: what the reader
+/// delivers, and the window it spends.
+pub(crate) struct StreamIn {
+    pub(crate) rx: mpsc::UnboundedReceiver<Event>,
+    pub(crate) window: Arc<RecvWindow>,
+}
+
+impl StreamIn {
+    /// A new stream: the half the reader sends to, and this half.
+    pub(crate) fn new(window: u32) -> (mpsc::UnboundedSender<Event>, StreamIn) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (tx, StreamIn { rx, window: RecvWindow::new(window) })
+    }
 }
 
 /// Where the outcome of a call this side started goes.
@@ -58,6 +74,8 @@ impl OutCall {
 
 /// A call this side serves.
 pub(crate) struct Served {
+    /// Cancels the handler; also the identity of this call, since the peer
+    /// may reuse its id once the call has ended (see `serve::finish`).
     pub(crate) cancel: Arc<CancelSignal>,
     /// The caller's ITEMs (client_stream, bidi); dropped on END.
     pub(crate) items: Option<mpsc::UnboundedSender<Event>>,
@@ -76,36 +94,8 @@ impl Served {
     }
 }
 
-/// A one-way, many-waiter cancellation flag.
-#[derive(Default)]
-pub(crate) struct CancelSignal {
-    flag: AtomicBool,
-    notify: Notify,
-}
-
-impl CancelSignal {
-    pub(crate) fn cancel(&self) {
-        self.flag.store(true, Ordering::Release);
-        self.notify.notify_waiters();
-    }
-
-    pub(crate) fn is_cancelled(&self) -> bool {
-        self.flag.load(Ordering::Acquire)
-    }
-
-    pub(crate) async fn cancelled(&self) {
-        loop {
-            let notified = self.notify.notified();
-            if self.is_cancelled() {
-                return;
-            }
-            notified.await;
-        }
-    }
-}
-
-/// The mutable state of a connection, under one lock.
-pub(crate) struct State {
+/// The mutable state of a connection's calls, under one lock.
+pub(crate) struct CallTable {
     pub(crate) out: IdMap<OutCall>,
     pub(crate) served: IdMap<Served>,
     next_id: u32,
@@ -122,10 +112,11 @@ pub(crate) struct State {
     pub(crate) ping_seq: u64,
 }
 
-impl State {
-    pub(crate) fn new(dialer: bool) -> State {
+impl CallTable {
+    /// An empty table; the dialer's ids are odd, the acceptor's even.
+    pub(crate) fn new(dialer: bool) -> CallTable {
         let first_id = if dialer { 1 } else { 2 };
-        State {
+        CallTable {
             out: IdMap::default(),
             served: IdMap::default(),
             next_id: first_id,
@@ -139,7 +130,8 @@ impl State {
         }
     }
 
-    /// The next free id of our parity (`spec/PROTOCOL.md` §3).
+    /// The next free id of our parity (`spec/PROTOCOL.md` §3). Ids wrap
+    /// around to the first one past 2³²−1, skipping ids still in flight.
     pub(crate) fn alloc_id(&mut self) -> u32 {
         loop {
             let id = self.next_id;
@@ -186,5 +178,60 @@ impl Hasher for IdHasher {
 
     fn write_u32(&mut self, id: u32) {
         self.0 = u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::hash::BuildHasher;
+
+    fn pending_call() -> OutCall {
+        let (tx, _rx) = oneshot::channel();
+        OutCall { sink: OutSink::Once(tx), send_credit: None, recv: None }
+    }
+
+    #[test]
+    fn ids_keep_the_side_s_parity() {
+        let mut dialer = CallTable::new(true);
+        let mut acceptor = CallTable::new(false);
+        assert_eq!([dialer.alloc_id(), dialer.alloc_id(), dialer.alloc_id()], [1, 3, 5]);
+        assert_eq!([acceptor.alloc_id(), acceptor.alloc_id()], [2, 4]);
+    }
+
+    #[test]
+    fn ids_wrap_around_to_the_first_one_and_skip_ids_in_flight() {
+        let mut t = CallTable::new(true);
+        t.next_id = u32::MAX - 2; // odd: the last two odd ids
+        t.out.insert(1, pending_call()); // still in flight from the first lap
+        assert_eq!(t.alloc_id(), u32::MAX - 2);
+        assert_eq!(t.alloc_id(), u32::MAX);
+        assert_eq!(t.alloc_id(), 3, "wrapped past 2^32-1, skipping id 1 in flight");
+
+        let mut t = CallTable::new(false);
+        t.next_id = u32::MAX - 1; // the last even id
+        assert_eq!(t.alloc_id(), u32::MAX - 1);
+        assert_eq!(t.alloc_id(), 2);
+    }
+
+    #[test]
+    fn the_id_hasher_spreads_consecutive_ids_over_buckets() {
+        // hashbrown picks the bucket from the low bits and a tag from the
+        // top 7: both must vary for ids 1, 3, 5, ... (one parity).
+        let build = BuildHasherDefault::<IdHasher>::default();
+        let hashes: Vec<u64> = (0..1024u32).map(|i| build.hash_one(2 * i + 1)).collect();
+        let low: std::collections::HashSet<u64> = hashes.iter().map(|h| h & 1023).collect();
+        let top: std::collections::HashSet<u64> = hashes.iter().map(|h| h >> 57).collect();
+        assert!(low.len() > 600, "1024 ids fell into only {} of 1024 buckets", low.len());
+        assert_eq!(top.len(), 128, "the top 7 bits take every value");
+        assert_ne!(build.hash_one(1u32), build.hash_one(3u32));
+    }
+
+    #[test]
+    fn a_table_with_no_calls_is_idle() {
+        let mut t = CallTable::new(true);
+        assert!(t.idle());
+        t.out.insert(1, pending_call());
+        assert!(!t.idle());
     }
 }

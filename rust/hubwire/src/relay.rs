@@ -1,8 +1,7 @@
-//! Routing: serving methods a provider does not implement itself by
-//! passing each call on to another connection, payloads untouched. This is
-//! what the hub is made of: a [`Router`] on the connections it accepts
-//! (set with [`Provider::router`](crate::Provider::router)), and
-//! [`Routed::forward`] onto the connection of the provider it picked.
+//! Relaying: serving a call by passing it on to another connection,
+//! payloads untouched. This is what the hub is made of: its registry is a
+//! [`Service`](crate::Service) whose `call` picks a provider's connection
+//! and hands the call, as a [`Routed`], to [`Routed::forward`].
 //!
 //! Nothing is decoded on the way: payloads keep their codec, items flow
 //! under each hop's own credit (so a slow consumer slows the producer end
@@ -11,34 +10,19 @@
 //! drops the onward call, which sends CANCEL to the provider.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::time::Duration;
 
-use hubwire_frame::{Kind, MethodInfo};
+use hubwire_frame::Kind;
 
 use crate::client::CallOptions;
 use crate::codec::Payload;
 use crate::connection::Connection;
 use crate::context::CallContext;
-use crate::stream::{ItemSink, Items};
-use crate::{Code, Error};
+use crate::engine::Incoming;
+use crate::errors::{Code, Error};
+use crate::stream::{ItemSink, ItemStream};
 
-/// The future a router returns for one call: the RESPONSE payload (none
-/// for the streaming-out kinds) or the call's error.
-pub type RouteFuture = Pin<Box<dyn Future<Output = Result<Option<Payload>, Error>> + Send>>;
-
-/// Serves the calls a provider has no handler of its own for.
-pub trait Router: Send + Sync + 'static {
-    /// The methods routed, advertised in HELLO after the provider's own.
-    /// Asked once as each connection starts.
-    fn methods(&self) -> Vec<MethodInfo>;
-
-    /// Serves one call, whatever its method: a router answers
-    /// `unknown_method` (or a kind mismatch with `invalid_argument`) itself.
-    fn route(&self, call: Routed) -> RouteFuture;
-}
-
-/// One call handed to a [`Router`].
+/// One call on its way elsewhere, its streams as payloads.
 pub struct Routed {
     /// The call's context: method, deadline, cancellation, caller.
     pub ctx: CallContext,
@@ -47,12 +31,18 @@ pub struct Routed {
     /// The REQUEST payload, as it arrived.
     pub input: Payload,
     /// The caller's items (client_stream, bidi).
-    pub items: Option<Items<Payload>>,
+    pub items: Option<ItemStream<Payload>>,
     /// Where our items to the caller go (server_stream, bidi).
     pub sink: Option<ItemSink<Payload>>,
 }
 
 impl Routed {
+    /// A call handed to a service, ready to be passed on.
+    pub fn new(mut call: Incoming) -> Routed {
+        let (items, sink) = (call.take_items(), call.take_sink());
+        Routed { ctx: call.context(), kind: call.kind(), input: call.input, items, sink }
+    }
+
     /// Passes the call on to `conn` and relays everything back: items both
     /// ways, the end of the inputs, and the answer. `opts` should carry
     /// what is left of the caller's deadline (see [`Routed::remaining`]).
@@ -103,19 +93,19 @@ async fn alongside<T>(inputs: impl Future<Output = Result<(), Error>>, answer: i
 /// ended (it answered early: sending says `cancelled`), its answer says
 /// how the call ended, so this just stops; any other failure to send (an
 /// item over the callee's limit, the deadline) ends the call with it.
-async fn relay_inputs(items: Option<Items<Payload>>, up: Option<ItemSink<Payload>>) -> Result<(), Error> {
+async fn relay_inputs(items: Option<ItemStream<Payload>>, up: Option<ItemSink<Payload>>) -> Result<(), Error> {
     let (Some(mut items), Some(up)) = (items, up) else { return Ok(()) };
     while let Some(p) = items.next().await? {
         if let Err(e) = up.send(&p).await {
             return if e.code() == Code::Cancelled { Ok(()) } else { Err(e) };
         }
     }
-    let _ = up.finish();
+    let _ = up.end();
     Ok(())
 }
 
 /// The onward call's items → the caller, until the onward call ends.
-async fn relay_outputs(mut outputs: Items<Payload>, sink: ItemSink<Payload>) -> Result<(), Error> {
+async fn relay_outputs(mut outputs: ItemStream<Payload>, sink: ItemSink<Payload>) -> Result<(), Error> {
     while let Some(p) = outputs.next().await? {
         sink.send(&p).await?;
     }

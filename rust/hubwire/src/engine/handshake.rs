@@ -1,0 +1,88 @@
+//! Opening a connection (`spec/PROTOCOL.md` §4): both sides send HELLO at
+//! once, read the peer's, and negotiate the version; then the connection's
+//! one reader task starts. A handshake that fails for anything but a lost
+//! peer is refused with GOAWAY and its code, so the peer learns why.
+
+use std::future::poll_fn;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use hubwire_frame::{negotiate, Code, Decoder, Frame, FrameError, Hello};
+
+use super::options::ConnectionOptions;
+use super::reader::{self, READ_CHUNK};
+use super::state::Core;
+use super::wait::WaitMode;
+use super::writer::Writer;
+use crate::errors::Error;
+use crate::transport::DynTransport;
+
+/// Opens a connection over `transport`, as the dialer (odd call ids) or the
+/// acceptor (even ids), and starts its reader.
+pub(crate) async fn open(transport: DynTransport, options: &ConnectionOptions, dialer: bool) -> Result<Arc<Core>, Error> {
+    let writer = Writer::new(transport.clone());
+    let local = options.hello();
+    let (peer, buf, version) = exchange(&transport, &writer, &local, options).await?;
+    let mut decoder = Decoder::new(options.max_frame);
+    decoder.set_version(version as u8);
+    let low_latency = matches!(options.wait, WaitMode::LowLatency { .. });
+    let core = Arc::new(Core::new(transport, writer, local, peer, dialer, low_latency));
+    tokio::spawn(reader::run(core.clone(), options.service.clone(), options.wait, buf, decoder));
+    Ok(core)
+}
+
+/// Sends our HELLO and reads the peer's. Returns the peer's HELLO, the
+/// bytes read past it, and the negotiated version.
+async fn exchange(t: &DynTransport, writer: &Writer, local: &Hello, options: &ConnectionOptions) -> Result<(Hello, BytesMut, u32), Error> {
+    let hello = Frame::Hello(Box::new(local.clone())).to_bytes();
+    writer.push(|_| {}, &hello).map_err(Error::unavailable)?;
+    let decoder = Decoder::new(options.max_frame);
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let first = tokio::time::timeout(options.handshake_timeout, async {
+        loop {
+            if let Some(f) = decoder.decode(&mut buf)? {
+                return Ok(f);
+            }
+            reader::reserve(&decoder, &mut buf);
+            match poll_fn(|cx| t.poll_read(cx, &mut buf)).await {
+                Ok(0) => {
+                    decoder.finish(&buf)?;
+                    return Err(FrameError::new(Code::Unavailable, "peer closed the connection before its HELLO"));
+                }
+                Ok(_) => {}
+                Err(e) => return Err(FrameError::new(Code::Unavailable, format!("read failed during handshake: {e}"))),
+            }
+        }
+    })
+    .await;
+    let refuse = |e: FrameError| async move {
+        if e.code != Code::Unavailable {
+            let _ = writer.push(|_| {}, &Frame::Goaway { last_id: 0, code: e.code, message: e.message.clone() }.to_bytes());
+            let _ = tokio::time::timeout(Duration::from_millis(100), writer.flushed()).await;
+        }
+        writer.close(&e.message);
+        t.shutdown();
+        Error::from(e)
+    };
+    let frame = match first {
+        Err(_) => {
+            let why = format!("no HELLO from {} within {:?}", t.describe(), options.handshake_timeout);
+            return Err(refuse(FrameError::new(Code::DeadlineExceeded, why)).await);
+        }
+        Ok(Err(e)) => return Err(refuse(e).await),
+        Ok(Ok(f)) => f,
+    };
+    match frame {
+        Frame::Hello(peer) => match negotiate(&local.versions, &peer.versions) {
+            Ok(v) => Ok((*peer, buf, v)),
+            Err(e) => Err(refuse(e).await),
+        },
+        Frame::Goaway { code, message, .. } => {
+            writer.close(&message);
+            t.shutdown();
+            Err(Error::new(code, format!("peer refused the handshake: {message}")))
+        }
+        other => Err(refuse(FrameError::protocol(format!("expected HELLO as the first frame, got {:?}", other.frame_type()))).await),
+    }
+}

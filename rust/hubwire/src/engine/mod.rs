@@ -1,0 +1,39 @@
+//! The protocol engine: everything between a transport and the API. It
+//! knows frames, call ids, credit, deadlines and the connection's life; it
+//! knows nothing of methods, handlers or typed values. The API above it
+//! (`connection`, `client`, `stream`, `provider`, `relay`) calls down into
+//! it; it calls up only through the one seam it defines, [`Service`].
+//!
+//! | file | what |
+//! |---|---|
+//! | `state` | [`Core`]: one connection's shared state; sending frames, starting and abandoning calls, draining, dying |
+//! | `handshake` | opening a connection: HELLO both ways, version negotiation, the reader task started |
+//! | `reader` | the reader task: read, parse, route each frame to its call, wait |
+//! | `writer` | the write queue: batched, vectored, inline flush |
+//! | `calls` | the call table: calls we started, calls we serve, ids |
+//! | `credit` | [`RecvWindow`]: the credit this side grants for a stream it receives |
+//! | `serve` | the serving seam: [`Service`], [`Incoming`], and the protocol half of serving a REQUEST |
+//! | `options` | [`ConnectionOptions`]: how a connection presents itself and its limits |
+//! | [`wait`] | [`WaitMode`]: efficient vs low-latency (adaptive spin) |
+//!
+//! The same files, by the same names, make up the engine of the
+//! TypeScript SDK (`ts/src/engine/`), except `wait`: a JavaScript runtime
+//! waits in its event loop.
+
+mod calls;
+mod credit;
+mod handshake;
+mod options;
+mod reader;
+mod serve;
+mod state;
+pub mod wait;
+mod writer;
+
+pub(crate) use calls::{Event, OutSink, StreamIn};
+pub(crate) use credit::RecvWindow;
+pub(crate) use handshake::open;
+pub use options::ConnectionOptions;
+pub use serve::{Incoming, ServeFuture, Service};
+pub(crate) use state::{Core, Started};
+pub use wait::WaitMode;

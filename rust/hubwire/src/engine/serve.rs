@@ -1,0 +1,239 @@
+//! The serving seam: what the engine knows about serving calls is one
+//! trait, [`Service`], and one value per call, [`Incoming`].
+//!
+//! When a REQUEST arrives the engine does the protocol's half of serving
+//! it ([`on_request`]): the id's parity, a live id reused, draining,
+//! `max_calls`, registering the call so its ITEMs, END, CREDIT and CANCEL
+//! reach it, the deadline. It then hands the call to the connection's
+//! service, runs the future the service returns — catching panics, dropping
+//! it when the caller cancels or the deadline passes — and answers with
+//! what it yields. In low-latency mode the future is first polled once
+//! right here on the reader, so a call answered without waiting costs no
+//! task at all.
+//!
+//! A [`Provider`](crate::Provider) is a service (methods by name, typed
+//! handlers); so is the hub's registry, which relays each call elsewhere.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use hubwire_frame::{FrameError, Hello, Kind, MethodInfo};
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+use super::calls::{Served, StreamIn};
+use super::state::Core;
+use crate::codec::Payload;
+use crate::context::{CallContext, CancelSignal};
+use crate::errors::{Code, Error};
+
+/// The work of one served call: the RESPONSE payload (`None` for an empty
+/// `ok`, as the streaming-out kinds answer) or the call's error.
+pub type ServeFuture = Pin<Box<dyn Future<Output = Result<Option<Payload>, Error>> + Send>>;
+
+/// Whatever serves the calls that arrive on a connection. This is all the
+/// engine knows about serving.
+pub trait Service: Send + Sync + 'static {
+    /// The methods offered, advertised in HELLO. Asked once as each
+    /// connection starts.
+    fn methods(&self) -> Vec<MethodInfo>;
+
+    /// Serves one call, whatever its method. `Err` refuses it at once — an
+    /// unknown method (`unknown_method`), a kind mismatch or an input that
+    /// does not decode (`invalid_argument`) — and it is answered without a
+    /// task. `Ok` is the call's work, which the engine runs to its answer.
+    fn call(&self, call: Incoming) -> Result<ServeFuture, Error>;
+}
+
+/// One call handed to a [`Service`]: what was asked, and the halves of its
+/// streams.
+pub struct Incoming {
+    pub(crate) method: String,
+    pub(crate) id: u32,
+    pub(crate) kind: Kind,
+    pub(crate) input: Payload,
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) cancel: Arc<CancelSignal>,
+    pub(crate) peer: Arc<Hello>,
+    pub(crate) core: Arc<Core>,
+    /// The caller's items (client_stream, bidi), until taken.
+    pub(crate) items: Option<StreamIn>,
+    /// Credit for our items to the caller (server_stream, bidi), until taken.
+    pub(crate) credit: Option<Arc<Semaphore>>,
+}
+
+impl Incoming {
+    /// The method called.
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+
+    /// The kind the caller asked for.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// The REQUEST payload, as it arrived (empty for the streaming-in kinds).
+    pub fn input(&self) -> &Payload {
+        &self.input
+    }
+
+    /// The call's context: method, id, deadline, cancellation, caller.
+    pub fn context(&self) -> CallContext {
+        self.context_named(self.method.as_str().into())
+    }
+
+    /// The context, with the method's name shared rather than copied (a
+    /// provider keeps one per method).
+    pub(crate) fn context_named(&self, method: Arc<str>) -> CallContext {
+        CallContext { method, id: self.id, deadline: self.deadline, cancel: self.cancel.clone(), peer: self.peer.clone() }
+    }
+}
+
+/// A REQUEST arrived: check it, register it, hand it to `service`, run its
+/// work. Returns whether that started a task (see `reader::dispatch`). An
+/// `Err` is a protocol error: the connection closes.
+pub(crate) fn on_request(
+    core: &Arc<Core>,
+    service: Option<&Arc<dyn Service>>,
+    id: u32,
+    kind: Kind,
+    timeout_ms: u32,
+    method: String,
+    input: Payload,
+) -> Result<bool, FrameError> {
+    if core.ours(id) {
+        return Err(FrameError::protocol(format!("REQUEST with call id {id} of the receiver's parity")));
+    }
+    let Some(service) = service else {
+        let e = Error::new(Code::UnknownMethod, format!("unknown method {method:?}: this side offers no methods"));
+        core.send_response(id, Err(e), false);
+        return Ok(false);
+    };
+    let deadline = (timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
+    let cancel = Arc::new(CancelSignal::default());
+    let (items_tx, items) = if kind.streams_in() {
+        let (tx, stream) = StreamIn::new(core.local.window);
+        (Some(tx), Some(stream))
+    } else {
+        (None, None)
+    };
+    let credit = kind.streams_out().then(|| Arc::new(Semaphore::new(core.peer.window as usize)));
+    {
+        let mut t = core.calls.lock().unwrap();
+        if t.served.contains_key(&id) {
+            return Err(FrameError::protocol(format!("REQUEST for call id {id}, which is already live")));
+        }
+        t.last_peer_id = t.last_peer_id.max(id);
+        let refusal = if t.draining {
+            Some(Error::unavailable("provider is draining (GOAWAY); retry elsewhere"))
+        } else if t.served.len() >= core.local.max_calls as usize {
+            let limit = core.local.max_calls;
+            Some(Error::new(Code::ResourceExhausted, format!("too many calls in flight: the limit (max_calls) is {limit}")))
+        } else {
+            None
+        };
+        if let Some(e) = refusal {
+            drop(t);
+            core.send_response(id, Err(e), false);
+            return Ok(false);
+        }
+        let recv = items.as_ref().map(|s| s.window.clone());
+        t.served.insert(id, Served { cancel: cancel.clone(), items: items_tx, recv, send_credit: credit.clone() });
+    }
+    let call =
+        Incoming { method, id, kind, input, deadline, cancel: cancel.clone(), peer: core.peer.clone(), core: core.clone(), items, credit };
+    let mut work = match std::panic::catch_unwind(AssertUnwindSafe(|| service.call(call))) {
+        Ok(Ok(work)) => CatchUnwind(work),
+        Ok(Err(refused)) => {
+            finish(core, id, &cancel, Some(Err(refused)));
+            return Ok(false);
+        }
+        Err(panic) => {
+            finish(core, id, &cancel, Some(Err(Error::defect(format!("service panicked: {}", panic_message(&*panic))))));
+            return Ok(false);
+        }
+    };
+    if core.low_latency {
+        // Poll once right here: a handler that answers at once (most do)
+        // costs no task, no wake-up and no trip through the scheduler. One
+        // that has to wait moves to its own task, which polls it again
+        // with a real waker.
+        if let Poll::Ready(result) = Pin::new(&mut work).poll(&mut Context::from_waker(std::task::Waker::noop())) {
+            finish(core, id, &cancel, Some(result));
+            return Ok(false);
+        }
+    }
+    tokio::spawn(run(core.clone(), id, work, cancel, deadline));
+    Ok(true)
+}
+
+/// Runs one call's work to its end (or cancellation, or deadline) and
+/// answers.
+async fn run(core: Arc<Core>, id: u32, work: CatchUnwind, cancel: Arc<CancelSignal>, deadline: Option<Instant>) {
+    let expiry = async {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    let result = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => None,
+        r = work => Some(r),
+        _ = expiry => Some(Err(Error::new(Code::DeadlineExceeded, "deadline exceeded in the handler"))),
+    };
+    if !finish(&core, id, &cancel, result) {
+        // The caller may answer with its next request soon: spin for it.
+        core.kick();
+    }
+}
+
+/// Forgets a served call and sends its RESPONSE, unless it was cancelled
+/// (`result` is None) or the connection died meanwhile. The entry is only
+/// removed if it is still this call (`cancel` is its identity): once a
+/// call was cancelled the peer may reuse its id for a new one at once.
+/// Returns whether other served calls are still in flight (then the
+/// RESPONSE may share a write with theirs).
+fn finish(core: &Arc<Core>, id: u32, cancel: &Arc<CancelSignal>, result: Option<Result<Option<Payload>, Error>>) -> bool {
+    let (live, more) = {
+        let mut t = core.calls.lock().unwrap();
+        let ours = t.served.get(&id).is_some_and(|s| Arc::ptr_eq(&s.cancel, cancel));
+        let live = if ours { t.served.remove(&id) } else { None };
+        if t.draining && t.idle() {
+            core.idle.notify_waiters();
+        }
+        (live, !t.served.is_empty())
+    };
+    if let (Some(served), Some(result)) = (live, result) {
+        served.cancel();
+        core.send_response(id, result, more);
+    }
+    more
+}
+
+/// Turns a panic while polling a call's work into a `defect` for that call.
+struct CatchUnwind(ServeFuture);
+
+impl Future for CatchUnwind {
+    type Output = Result<Option<Payload>, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| self.0.as_mut().poll(cx))) {
+            Ok(p) => p,
+            Err(panic) => Poll::Ready(Err(Error::defect(format!("handler panicked: {}", panic_message(&*panic))))),
+        }
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".into())
+}

@@ -1,0 +1,329 @@
+//! [`Core`]: the state of one connection, shared by its reader task, the
+//! handlers of the calls it serves, and every handle to it.
+//!
+//! It sends frames (through the [`Writer`]), starts and abandons the calls
+//! this side makes, drains, and dies. [`Core::die`] is the one place a
+//! connection ends: every pending call fails at once with `unavailable`
+//! and a message saying why; every handler is cancelled.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use hubwire_frame::frame::{encode_item_head, encode_request_head, encode_response_head, request_body_len, response_body_len};
+use hubwire_frame::{Codec, Frame, Hello, Kind};
+use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+use super::calls::{CallTable, OutCall, OutSink};
+use super::credit::RecvWindow;
+use super::wait::Kick;
+use super::writer::Writer;
+use crate::codec::Payload;
+use crate::errors::{Code, Error};
+use crate::transport::DynTransport;
+
+/// The shared state of one connection.
+pub(crate) struct Core {
+    pub(crate) transport: DynTransport,
+    pub(crate) writer: Arc<Writer>,
+    pub(crate) calls: Mutex<CallTable>,
+    pub(crate) peer: Arc<Hello>,
+    pub(crate) local: Hello,
+    /// We opened the connection: our call ids are odd.
+    pub(crate) dialer: bool,
+    /// Our outgoing calls in flight, bounded by the peer's `max_calls`.
+    pub(crate) gate: Arc<Semaphore>,
+    pub(crate) kick: Kick,
+    pub(crate) low_latency: bool,
+    pub(crate) closed: watch::Sender<Option<Error>>,
+    /// Signalled when a draining connection runs out of calls.
+    pub(crate) idle: Notify,
+}
+
+/// A call this side started, between its REQUEST and its end.
+pub(crate) struct Started {
+    pub(crate) id: u32,
+    pub(crate) deadline: Option<Instant>,
+    /// A slot of the peer's `max_calls`, released when the call is dropped.
+    pub(crate) _permit: OwnedSemaphorePermit,
+}
+
+impl Core {
+    /// The core of a connection whose handshake is done.
+    pub(crate) fn new(transport: DynTransport, writer: Arc<Writer>, local: Hello, peer: Hello, dialer: bool, low_latency: bool) -> Core {
+        Core {
+            transport,
+            writer,
+            calls: Mutex::new(CallTable::new(dialer)),
+            gate: Arc::new(Semaphore::new(peer.max_calls as usize)),
+            peer: Arc::new(peer),
+            local,
+            dialer,
+            kick: Kick::default(),
+            low_latency,
+            closed: watch::channel(None).0,
+            idle: Notify::new(),
+        }
+    }
+
+    /// Whether `id` is of our parity: a call we started.
+    pub(crate) fn ours(&self, id: u32) -> bool {
+        (id % 2 == 1) == self.dialer
+    }
+
+    /// Whether the connection has died. The call table, not the `closed`
+    /// watch: `die` marks the table first and tells watchers last, and a
+    /// call refused in between must not see an open connection.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.calls.lock().unwrap().closed.is_some()
+    }
+
+    /// Why the connection died (or a generic reason, if it has not).
+    pub(crate) fn closed_error(&self) -> Error {
+        self.calls.lock().unwrap().closed.clone().unwrap_or_else(|| Error::unavailable("connection closed"))
+    }
+
+    /// Waits until the connection dies; returns why.
+    pub(crate) async fn wait_closed(&self) -> Error {
+        let mut rx = self.closed.subscribe();
+        loop {
+            if let Some(e) = rx.borrow_and_update().clone() {
+                return e;
+            }
+            if rx.changed().await.is_err() {
+                return Error::unavailable("connection closed");
+            }
+        }
+    }
+
+    // ---- Sending frames ----------------------------------------------------
+
+    fn push(&self, head: impl FnOnce(&mut BytesMut), payload: &Bytes) -> Result<(), Error> {
+        self.writer.push(head, payload).map_err(|r| Error::unavailable(format!("connection closed: {r}")))
+    }
+
+    /// Sends a frame without a large payload.
+    pub(crate) fn send(&self, frame: &Frame) -> Result<(), Error> {
+        self.push(|b| frame.encode(b), &Bytes::new())
+    }
+
+    /// Sends CREDIT for a stream we receive (what [`RecvWindow::consumed`]
+    /// returned).
+    pub(crate) fn grant(&self, id: u32, credit: u32) {
+        let _ = self.send(&Frame::Credit { call_id: id, credit });
+    }
+
+    /// Sends END: no more items from us on call `id`.
+    pub(crate) fn send_end(&self, id: u32) -> Result<(), Error> {
+        self.send(&Frame::End { call_id: id })
+    }
+
+    /// Sends an ITEM.
+    pub(crate) fn send_item(&self, id: u32, codec: Codec, payload: &Bytes) -> Result<(), Error> {
+        self.push(|b| encode_item_head(b, id, codec, payload.len()), payload)
+    }
+
+    /// Sends a RESPONSE; `soon` when other served calls are in flight (see
+    /// [`Writer::push_soon`]). A response over the caller's `max_frame` is
+    /// replaced by `too_large`.
+    pub(crate) fn send_response(&self, id: u32, result: Result<Option<Payload>, Error>, soon: bool) {
+        let (codec, code, message, payload) = match result {
+            Ok(Some(p)) => (p.codec, Code::Ok, String::new(), p.bytes),
+            Ok(None) => (Codec::Raw, Code::Ok, String::new(), Bytes::new()),
+            Err(e) => {
+                let (codec, bytes) = e.detail_bytes();
+                (codec, e.code(), e.message().to_string(), bytes)
+            }
+        };
+        let body = response_body_len(&message, payload.len());
+        if body > self.peer.max_frame as usize {
+            let msg = format!("response of {body} bytes exceeds the caller's max_frame of {} bytes", self.peer.max_frame);
+            let _ = self.push(|b| encode_response_head(b, id, Codec::Raw, Code::TooLarge, &msg, 0), &Bytes::new());
+            return;
+        }
+        let head = |b: &mut BytesMut| encode_response_head(b, id, codec, code, &message, payload.len());
+        let _ = if soon { self.writer.push_soon(head, &payload) } else { self.writer.push(head, &payload) };
+    }
+
+    /// Checks a frame body against the peer's limit.
+    pub(crate) fn check_size(&self, body_len: usize, what: &str) -> Result<(), Error> {
+        if body_len > self.peer.max_frame as usize {
+            return Err(Error::new(
+                Code::TooLarge,
+                format!("{what} of {body_len} bytes exceeds the peer's max_frame of {} bytes", self.peer.max_frame),
+            ));
+        }
+        Ok(())
+    }
+
+    /// In low-latency mode, makes the reader spin: an answer is expected.
+    pub(crate) fn kick(&self) {
+        if self.low_latency {
+            self.kick.kick();
+        }
+    }
+
+    // ---- Calls we start ----------------------------------------------------
+
+    /// Starts a call: waits for a slot of the peer's `max_calls` (calls
+    /// beyond it queue here rather than be refused there), registers the
+    /// call with where its outcome goes, and sends its REQUEST. A zero
+    /// `timeout` is no deadline, as `timeout_ms = 0` is on the wire.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn begin(
+        &self,
+        method: &str,
+        kind: Kind,
+        input: &Payload,
+        timeout: Option<Duration>,
+        sink: OutSink,
+        send_credit: Option<Arc<Semaphore>>,
+        recv: Option<Arc<RecvWindow>>,
+    ) -> Result<Started, Error> {
+        if method.is_empty() || method.len() > 255 {
+            return Err(Error::invalid_argument(format!("method name must be 1-255 bytes, got {}", method.len())));
+        }
+        self.check_size(request_body_len(method, input.bytes.len()), "request")?;
+        let timeout = timeout.filter(|t| !t.is_zero());
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let permit = match self.gate.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => self.gate.clone().acquire_owned().await.map_err(|_| self.closed_error())?,
+        };
+        // Other calls in flight: this REQUEST can share a write with theirs.
+        let (id, pipelined) = {
+            let mut t = self.calls.lock().unwrap();
+            if let Some(e) = &t.closed {
+                return Err(e.clone());
+            }
+            if t.peer_draining {
+                return Err(Error::unavailable("peer is draining (GOAWAY); start the call elsewhere"));
+            }
+            let id = t.alloc_id();
+            t.out.insert(id, OutCall { sink, send_credit, recv });
+            (id, t.out.len() > 1)
+        };
+        let timeout_ms = timeout.map_or(0, |t| t.as_millis().clamp(1, u32::MAX as u128) as u32);
+        let head = |b: &mut BytesMut| encode_request_head(b, id, kind, input.codec, timeout_ms, method, input.bytes.len());
+        let sent = if pipelined { self.writer.push_soon(head, &input.bytes) } else { self.writer.push(head, &input.bytes) };
+        if let Err(r) = sent {
+            // The writer closes on a failed write before the reader sees the
+            // peer go: end the connection now, so that `is_closed` and the
+            // other calls agree with the error this call gets.
+            let e = Error::unavailable(format!("connection closed: {r}"));
+            self.die(e.clone());
+            return Err(e);
+        }
+        if !pipelined {
+            // Spin for the answer now. (When pipelined, the REQUEST leaves
+            // with the background flusher: spinning first would delay it.)
+            self.kick();
+        }
+        Ok(Started { id, deadline, _permit: permit })
+    }
+
+    /// Abandons a call we started: forgets it and sends CANCEL, if it was
+    /// still pending.
+    pub(crate) fn cancel_out(&self, id: u32) {
+        let Some(call) = self.take_out(id) else { return };
+        if let Some(c) = &call.send_credit {
+            c.close();
+        }
+        let _ = self.send(&Frame::Cancel { call_id: id });
+    }
+
+    /// Takes a call we started out of the table (its answer arrived, or we
+    /// abandon it), telling a drain when that was the last call.
+    pub(crate) fn take_out(&self, id: u32) -> Option<OutCall> {
+        let mut t = self.calls.lock().unwrap();
+        let c = t.out.remove(&id);
+        if c.is_some() && t.draining && t.idle() {
+            self.idle.notify_waiters();
+        }
+        c
+    }
+
+    /// Why a call's outcome never came: its own deadline passed (it was
+    /// abandoned), the connection died, or it was cancelled.
+    pub(crate) fn lost_call_error(&self, deadline: Option<Instant>) -> Error {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            Error::new(Code::DeadlineExceeded, "deadline exceeded")
+        } else if self.is_closed() {
+            self.closed_error()
+        } else {
+            Error::cancelled("the call was cancelled")
+        }
+    }
+
+    // ---- The connection's life -------------------------------------------
+
+    /// Round-trip time of a PING.
+    pub(crate) async fn ping(&self) -> Result<Duration, Error> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let seq = {
+            let mut t = self.calls.lock().unwrap();
+            if let Some(e) = &t.closed {
+                return Err(e.clone());
+            }
+            t.ping_seq += 1;
+            let seq = t.ping_seq;
+            t.pings.insert(seq, tx);
+            seq
+        };
+        let start = std::time::Instant::now();
+        self.send(&Frame::Ping { data: seq.to_le_bytes() })?;
+        self.kick();
+        rx.await.map_err(|_| self.closed_error())?;
+        Ok(start.elapsed())
+    }
+
+    /// Drains, then closes: sends GOAWAY `ok` (the peer starts no new
+    /// calls), refuses new calls, waits up to `grace` for the calls in
+    /// flight either way, then closes.
+    pub(crate) async fn drain(&self, grace: Duration) {
+        let last = {
+            let mut t = self.calls.lock().unwrap();
+            t.draining = true;
+            t.last_peer_id
+        };
+        let _ = self.send(&Frame::Goaway { last_id: last, code: Code::Ok, message: "draining".into() });
+        let _ = tokio::time::timeout(grace, async {
+            loop {
+                let notified = self.idle.notified();
+                if self.calls.lock().unwrap().idle() {
+                    return;
+                }
+                notified.await;
+            }
+        })
+        .await;
+        let _ = tokio::time::timeout(Duration::from_millis(100), self.writer.flushed()).await;
+        self.die(Error::unavailable("connection closed locally"));
+    }
+
+    /// Ends the connection: fails every pending call with `err`, stops
+    /// every handler, closes the transport. Idempotent.
+    pub(crate) fn die(&self, err: Error) {
+        let (out, served, pings) = {
+            let mut t = self.calls.lock().unwrap();
+            if t.closed.is_some() {
+                return;
+            }
+            t.closed = Some(err.clone());
+            (std::mem::take(&mut t.out), std::mem::take(&mut t.served), std::mem::take(&mut t.pings))
+        };
+        for (_, call) in out {
+            call.finish(Err(err.clone()));
+        }
+        for (_, s) in served {
+            s.cancel();
+        }
+        drop(pings);
+        self.gate.close();
+        self.writer.close(err.message());
+        self.transport.shutdown();
+        self.idle.notify_waiters();
+        self.closed.send_replace(Some(err));
+    }
+}
