@@ -1,5 +1,5 @@
-# The TypeScript bench (ts/bench/): studies 000, 001 and 002 of
-# ../shared/seeds reproduced with hubwire beside their baselines, measured
+# The TypeScript bench (ts/bench/): studies 000, 001 and 002
+# (docs/studies.md) reproduced with hubwire beside their baselines, measured
 # in the same run. Plain ESM .mjs files, no build step of their own; they
 # load the SDK through its package entry, so the SDK is built first
 # (build-ts, in mk/ts.mk, which also installs Chromium and the npm

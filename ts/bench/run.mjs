@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// The TypeScript bench: studies 000, 001 and 002 reproduced with hubwire
-// beside their baselines, measured in the same run.
+// The TypeScript bench: studies 000, 001 and 002 (summarised in
+// docs/studies.md) reproduced with hubwire beside their baselines, measured
+// in the same run.
 //
 //   node ts/bench/run.mjs [--quick] [--study 000|001|002]… [--json FILE]
 //                         [--secs N] [--no-browser] [--no-readme]

@@ -1,5 +1,5 @@
-// The three studies: what each measures, its call counts (full and --quick),
-// and how to run and report it.
+// The three studies (000, 001, 002 of docs/studies.md): what each measures,
+// its call counts (full and --quick), and how to run and report it.
 import { run000Node } from './000/node.mjs';
 import { run000Browser } from './000/browser.mjs';
 import { report000 } from './000/report.mjs';

@@ -52,13 +52,9 @@ impl From<Wait> for hubwire::WaitMode {
 /// to the program's own output. Under a hubwire parent (`HUBWIRE_FD` set)
 /// the parent timestamps and tags each line itself, so lines go out bare.
 pub fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let fmt = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi);
+    let fmt = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     if std::env::var_os(hubwire::transport::child::ENV_FD).is_some() {
         fmt.without_time().init();
     } else {

@@ -10,16 +10,9 @@ const CLIENT: &str = env!("CARGO_BIN_EXE_example-client");
 
 fn check(out: std::process::Output) -> String {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "example-client failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "example-client failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains(" 0 unexpected"), "{stdout}");
-    assert!(
-        stdout.contains("division_by_zero") && stdout.contains("unknown_method"),
-        "{stdout}"
-    );
+    assert!(stdout.contains("division_by_zero") && stdout.contains("unknown_method"), "{stdout}");
     stdout
 }
 
@@ -28,26 +21,13 @@ fn client_against_provider_on_a_unix_socket() {
     let dir = std::env::temp_dir().join(format!("hw-examples-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let sock = dir.join("example.sock");
-    let mut provider = Command::new(PROVIDER)
-        .arg("--unix")
-        .arg(&sock)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut provider = Command::new(PROVIDER).arg("--unix").arg(&sock).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     let start = Instant::now();
     while !sock.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "the provider never listened"
-        );
+        assert!(start.elapsed() < Duration::from_secs(10), "the provider never listened");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let out = Command::new(CLIENT)
-        .arg("--unix")
-        .arg(&sock)
-        .output()
-        .unwrap();
+    let out = Command::new(CLIENT).arg("--unix").arg(&sock).output().unwrap();
     provider.kill().unwrap();
     let _ = provider.wait();
     let _ = std::fs::remove_dir_all(&dir);
@@ -56,11 +36,7 @@ fn client_against_provider_on_a_unix_socket() {
 
 #[test]
 fn client_spawning_the_provider_as_a_child() {
-    let out = Command::new(CLIENT)
-        .arg("--spawn")
-        .arg(PROVIDER)
-        .output()
-        .unwrap();
+    let out = Command::new(CLIENT).arg("--spawn").arg(PROVIDER).output().unwrap();
     let stdout = check(out);
     assert!(stdout.contains("child exit"), "{stdout}");
 }

@@ -1,7 +1,7 @@
 //! Chat commands, one provider per command, as in the Go study this
-//! project started from (`shared/seeds/003`): a chat hub delegates each
-//! `!command` to the program that handles it. The hub starts one process
-//! per command from `examples/hubwire.toml`:
+//! project started from (study 003 in `docs/studies.md`): a chat hub
+//! delegates each `!command` to the program that handles it. The hub
+//! starts one process per command from `examples/hubwire.toml`:
 //!
 //! ```text
 //! example-chat 8ball       # unary:         {"question"} -> {"text"}

@@ -58,12 +58,7 @@ impl Tally {
     }
 
     /// Checks a call's result against what was expected.
-    fn check<T: PartialEq + std::fmt::Debug>(
-        &mut self,
-        what: &str,
-        got: Result<T, Error>,
-        want: T,
-    ) {
+    fn check<T: PartialEq + std::fmt::Debug>(&mut self, what: &str, got: Result<T, Error>, want: T) {
         match got {
             Ok(v) if v == want => self.ok(what, format!("-> {v:?}")),
             Ok(v) => self.bad(what, format!("-> {v:?}, expected {want:?}")),
@@ -77,84 +72,39 @@ async fn run(conn: &Connection) -> Tally {
     let opts = CallOptions::new().timeout(Duration::from_secs(10));
 
     let peer = conn.peer();
-    println!(
-        "connected to {} ({} {}) over {}",
-        peer.peer.name,
-        peer.peer.lang,
-        peer.peer.version,
-        conn.describe()
-    );
+    println!("connected to {} ({} {}) over {}", peer.peer.name, peer.peer.lang, peer.peer.version, conn.describe());
     println!("methods:");
     for m in &peer.methods {
-        let errors = if m.errors.is_some() {
-            "  (declares typed failures)"
-        } else {
-            ""
-        };
-        println!(
-            "  {:<8} {:<14} in: {}  out: {}{errors}",
-            m.name,
-            m.kind.name(),
-            m.input,
-            m.output
-        );
+        let errors = if m.errors.is_some() { "  (declares typed failures)" } else { "" };
+        println!("  {:<8} {:<14} in: {}  out: {}{errors}", m.name, m.kind.name(), m.input, m.output);
     }
     println!();
 
     // echo: raw bytes, no codec at all.
-    let r = conn
-        .call_raw("echo", Bytes::from_static(b"hello, hubwire"))
-        .await;
-    t.check(
-        "echo",
-        r.map(|b| String::from_utf8_lossy(&b).into_owned()),
-        "hello, hubwire".to_string(),
-    );
+    let r = conn.call_raw("echo", Bytes::from_static(b"hello, hubwire")).await;
+    t.check("echo", r.map(|b| String::from_utf8_lossy(&b).into_owned()), "hello, hubwire".to_string());
 
     // greet: typed struct in, typed struct out (MessagePack on the wire).
-    let r: Result<GreetOut, Error> = conn
-        .call_with("greet", &GreetIn { name: "Ada".into() }, &opts)
-        .await;
-    t.check(
-        "greet",
-        r,
-        GreetOut {
-            greeting: "Hello, Ada!".into(),
-        },
-    );
+    let r: Result<GreetOut, Error> = conn.call_with("greet", &GreetIn { name: "Ada".into() }, &opts).await;
+    t.check("greet", r, GreetOut { greeting: "Hello, Ada!".into() });
 
     // divide: ok.
-    let r: Result<f64, Error> = conn
-        .call_with("divide", &DivideIn { a: 7.0, b: 2.0 }, &opts)
-        .await;
+    let r: Result<f64, Error> = conn.call_with("divide", &DivideIn { a: 7.0, b: 2.0 }, &opts).await;
     t.check("divide 7/2", r, 3.5);
 
     // divide by zero: a typed failure, decoded back into DivError.
-    let r: Result<f64, Error> = conn
-        .call_with("divide", &DivideIn { a: 1.0, b: 0.0 }, &opts)
-        .await;
+    let r: Result<f64, Error> = conn.call_with("divide", &DivideIn { a: 1.0, b: 0.0 }, &opts).await;
     match r {
         Err(e) if e.code() == Code::Failure => match e.failure_value::<DivError>() {
-            Some(Ok(v)) if v.kind == "division_by_zero" => {
-                t.ok("divide 1/0", format!("-> failure {v:?}"))
-            }
-            other => t.bad(
-                "divide 1/0",
-                format!("failure with unexpected value {other:?}"),
-            ),
+            Some(Ok(v)) if v.kind == "division_by_zero" => t.ok("divide 1/0", format!("-> failure {v:?}")),
+            other => t.bad("divide 1/0", format!("failure with unexpected value {other:?}")),
         },
         Err(e) => t.bad("divide 1/0", format!("expected a typed failure, got {e}")),
         Ok(v) => t.bad("divide 1/0", format!("expected a failure, got {v}")),
     }
 
     // count: server stream.
-    let r = async {
-        conn.server_stream::<u32, u32>("count", &5, &opts)
-            .await?
-            .collect()
-            .await
-    }
-    .await;
+    let r = async { conn.server_stream::<u32, u32>("count", &5, &opts).await?.collect().await }.await;
     t.check("count 5", r, vec![0, 1, 2, 3, 4]);
 
     // sum: client stream.
@@ -186,20 +136,13 @@ async fn run(conn: &Connection) -> Tally {
         Ok(replies)
     }
     .await;
-    t.check(
-        "chat",
-        r,
-        lines.iter().map(|l| l.to_uppercase()).collect::<Vec<_>>(),
-    );
+    t.check("chat", r, lines.iter().map(|l| l.to_uppercase()).collect::<Vec<_>>());
 
     // An unknown method: a status, not a hang or a dead connection.
     let r: Result<(), Error> = conn.call_with("no_such_method", &(), &opts).await;
     match r {
         Err(e) if e.code() == Code::UnknownMethod => t.ok("no_such_method", format!("-> {e}")),
-        Err(e) => t.bad(
-            "no_such_method",
-            format!("expected unknown_method, got {e}"),
-        ),
+        Err(e) => t.bad("no_such_method", format!("expected unknown_method, got {e}")),
         Ok(()) => t.bad("no_such_method", "expected unknown_method, got ok"),
     }
 
@@ -249,8 +192,7 @@ async fn main() -> ExitCode {
         Err(e) => {
             eprintln!("example-client: cannot connect: {e}");
             if let Some(mut c) = child {
-                if let Ok(Ok(status)) = tokio::time::timeout(Duration::from_secs(1), c.wait()).await
-                {
+                if let Ok(Ok(status)) = tokio::time::timeout(Duration::from_secs(1), c.wait()).await {
                     eprintln!("example-client: the spawned provider exited: {status} (its stderr is logged above)");
                 }
             }
@@ -270,10 +212,7 @@ async fn main() -> ExitCode {
             Ok(Err(e)) => tally.bad("child exit", format!("wait failed: {e}")),
             Err(_) => {
                 let _ = c.kill().await;
-                tally.bad(
-                    "child exit",
-                    "did not exit within 5 s of the connection closing; killed",
-                );
+                tally.bad("child exit", "did not exit within 5 s of the connection closing; killed");
             }
         }
     }

@@ -84,8 +84,7 @@ fn provider() -> Provider {
 /// Completes on Ctrl-C or SIGTERM, so that listeners are dropped (and a
 /// Unix socket file removed) on the way out.
 async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("install SIGTERM handler");
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("install SIGTERM handler");
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
@@ -120,11 +119,7 @@ async fn main() -> ExitCode {
     } else if transport::child::started_by_parent() {
         // Deliberately on stdout: the protocol runs on fd 3, so the parent
         // just logs this line (spec/PROTOCOL.md §10).
-        println!(
-            "example-provider {} (pid {}): serving my parent over fd 3",
-            env!("CARGO_PKG_VERSION"),
-            std::process::id()
-        );
+        println!("example-provider {} (pid {}): serving my parent over fd 3", env!("CARGO_PKG_VERSION"), std::process::id());
         match provider().serve_child(config).await {
             Ok(()) => {
                 tracing::info!("parent went away; exiting");
