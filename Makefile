@@ -17,7 +17,7 @@ LOCKED := $(if $(filter true 1 yes,$(CI)),--locked,)
 TARGET_DIR := $(abspath $(if $(CARGO_TARGET_DIR),$(if $(filter /%,$(CARGO_TARGET_DIR)),,$(RUST_DIR)/)$(CARGO_TARGET_DIR),$(RUST_DIR)/target))
 BIN := $(TARGET_DIR)/debug
 
-.PHONY: help deps build test conformance run bench fmt lint clean check-cargo test-rust test-demo
+.PHONY: help deps build test conformance run bench fmt lint clean check-cargo test-rust test-demo test-imports
 
 # Each part of the project outside the Rust workspace (an SDK, the bench
 # suite) keeps its targets in mk/<part>.mk and adds itself to these lists:
@@ -26,7 +26,7 @@ BIN := $(TARGET_DIR)/debug
 #                line "<name>: N passed, N failed" (see scripts/test-summary.awk)
 #   BENCH_STEPS  targets `make bench` runs
 DEPS_STEPS :=
-TEST_STEPS := test-rust conformance test-demo
+TEST_STEPS := test-rust conformance test-demo test-imports
 BENCH_STEPS :=
 include $(sort $(wildcard mk/*.mk))
 
@@ -92,9 +92,12 @@ bench: check-cargo ## Run every benchmark: the suite of bench/ (see mk/bench.mk)
 fmt: check-cargo ## Format all Rust code in place
 	cd $(RUST_DIR) && $(CARGO) fmt --all
 
-lint: check-cargo ## Check formatting and run clippy over the workspace
+lint: check-cargo test-imports ## Check formatting, run clippy over the workspace, and check the import graphs for circles
 	cd $(RUST_DIR) && $(CARGO) fmt --all --check
 	cd $(RUST_DIR) && $(CARGO) clippy --workspace --all-targets $(LOCKED)
+
+test-imports: ## Check that the runtime, the TS SDK and the bench import nothing in a circle (scripts/imports.py)
+	python3 scripts/imports.py --check
 
 clean: check-cargo ## Remove build outputs (rust/target)
 	cd $(RUST_DIR) && $(CARGO) clean
