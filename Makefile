@@ -25,9 +25,12 @@ BIN := $(TARGET_DIR)/debug
 #   TEST_STEPS   targets `make test` runs, in order; each prints a closing
 #                line "<name>: N passed, N failed" (see scripts/test-summary.awk)
 #   BENCH_STEPS  targets `make bench` runs
+#   CONFORMANCE_STEPS  targets `make conformance` runs after the Rust testee's
+#                run: one per SDK, each running the suite against its testee
 DEPS_STEPS :=
 TEST_STEPS := test-rust conformance test-demo test-imports
 BENCH_STEPS :=
+CONFORMANCE_STEPS :=
 include $(sort $(wildcard mk/*.mk))
 
 help: ## Show this list of targets (the default)
@@ -66,11 +69,16 @@ test: deps ## Run every test (every step of TEST_STEPS, even after one fails) an
 test-rust: check-cargo ## Run the Rust tests: unit, vectors, behaviour suite, bad input, hub, examples
 	cd $(RUST_DIR) && $(CARGO) test --workspace $(LOCKED)
 
-conformance: build ## Run the conformance suite: Rust as client and provider, every transport, both wait modes
-	@echo "== conformance, wait mode efficient"
-	HUBWIRE_WAIT=efficient $(BIN)/hubwire-conformance --root $(CURDIR) --lang rust --testee $(BIN)/hubwire-testee
-	@echo "== conformance, wait mode low-latency"
-	HUBWIRE_WAIT=low-latency $(BIN)/hubwire-conformance --root $(CURDIR) --lang rust --testee $(BIN)/hubwire-testee
+conformance: build ## Run the conformance suite: every language as client and provider, every transport (Rust in both wait modes, then CONFORMANCE_STEPS)
+	@failed=""; \
+	echo "== conformance rust, wait mode efficient"; \
+	HUBWIRE_WAIT=efficient $(BIN)/hubwire-conformance --root $(CURDIR) --lang rust --testee $(BIN)/hubwire-testee || failed="$$failed rust-efficient"; \
+	echo "== conformance rust, wait mode low-latency"; \
+	HUBWIRE_WAIT=low-latency $(BIN)/hubwire-conformance --root $(CURDIR) --lang rust --testee $(BIN)/hubwire-testee || failed="$$failed rust-low-latency"; \
+	for step in $(CONFORMANCE_STEPS); do \
+	  echo "== make $$step"; $(MAKE) --no-print-directory $$step || failed="$$failed $$step"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "conformance runs that failed:$$failed"; exit 1; fi
 
 run: build build-ts ## Build, start the hub on the example providers, call them via the CLI and HTTP, show status, stop; then a quick bench
 	scripts/run-demo.sh $(BIN)
