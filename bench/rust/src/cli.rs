@@ -11,11 +11,12 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::machine::{busy_processes, load1, Machine};
+use crate::model::{Job, Mode, System};
 use crate::report::{compare, markdown, svg};
 use crate::results::{compute_ratios, Results, Row};
 use crate::runner::{pipelined_interleaved, sequential_interleaved, Budget, Measurement};
-use crate::scenario::{self, Filter, Job, Mode};
-use crate::systems::{Context, System};
+use crate::scenario::{self, Filter};
+use crate::systems::{self, Context};
 use crate::{cpu, peer};
 
 /// The hubwire benchmark suite: hubwire against the raw transport floor
@@ -235,10 +236,7 @@ fn run(args: Args) -> io::Result<bool> {
         let group: Vec<&Job> = group.into_iter().map(|i| &jobs[i]).collect();
         bar.set_message(group[0].key());
         let measured: Vec<io::Result<Measurement>> = if group.len() > 1 {
-            let targets: Vec<_> = group
-                .iter()
-                .map(|job| job.system.start(job, &ctx))
-                .collect();
+            let targets: Vec<_> = group.iter().map(|job| systems::start(job, &ctx)).collect();
             match group[0].mode {
                 Mode::Pipelined { window } => pipelined_interleaved(&targets, window, &budget),
                 _ => sequential_interleaved(&targets, &budget),
@@ -247,9 +245,7 @@ fn run(args: Args) -> io::Result<bool> {
             group
                 .iter()
                 .map(|job| {
-                    job.system
-                        .start(job, &ctx)
-                        .and_then(|target| target.measure(job, &budget))
+                    systems::start(job, &ctx).and_then(|target| target.measure(job, &budget))
                 })
                 .collect()
         };
@@ -419,6 +415,7 @@ fn update_readme(path: &Path, body: &str) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{Encoding, Transport};
 
     /// The jobs of `names` (scenarios) and their comparisons, checked for
     /// what holds of every grouping: each job in exactly one group, a
@@ -441,7 +438,7 @@ mod tests {
             "every job in exactly one group"
         );
         for g in &groups {
-            fn alike(b: &Job) -> (&str, &str, scenario::Encoding, scenario::Transport, Mode) {
+            fn alike(b: &Job) -> (&str, &str, Encoding, Transport, Mode) {
                 (
                     &b.scenario,
                     &b.payload.name,
@@ -485,7 +482,7 @@ mod tests {
         );
         let names = systems_beside(&jobs, &groups, |j| {
             j.system.name() == "floor-blocking"
-                && j.transport == scenario::Transport::Unix
+                && j.transport == Transport::Unix
                 && j.mode == Mode::Pipelined { window: 16 }
         });
         assert!(

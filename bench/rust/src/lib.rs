@@ -9,6 +9,7 @@
 //!
 //! | module | what |
 //! |---|---|
+//! | [`model`] | the vocabulary: systems, transports, encodings, modes, jobs |
 //! | [`scenario`] | scenario files → jobs |
 //! | [`payload`] | the payloads of `payloads.toml` |
 //! | [`runner`] | the client/target interfaces and the timing loops |
@@ -24,6 +25,7 @@ pub mod cli;
 pub mod cpu;
 pub mod frame_io;
 pub mod machine;
+pub mod model;
 pub mod payload;
 pub mod peer;
 pub mod peer_main;

@@ -7,10 +7,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::machine::Machine;
+use crate::model::{Job, Mode, Role, System, Transport};
 use crate::runner::Measurement;
-use crate::scenario::{Job, Mode, Transport};
 use crate::stats::Latency;
-use crate::systems::{Role, System};
 
 /// One measured (or failed) job.
 #[derive(Clone, Debug, Serialize, Deserialize)]

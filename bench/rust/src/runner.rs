@@ -12,7 +12,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use crate::cpu;
-use crate::scenario::{Job, Mode};
+use crate::model::{Job, Mode};
 use crate::stats::{latency, Latency};
 
 /// How long to warm up and measure each job.

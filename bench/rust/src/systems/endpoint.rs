@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
+use crate::model::Transport;
 use crate::peer::{bench_peer, Peer, TempDir};
-use crate::scenario::Transport;
 
 /// Where a listening peer is.
 #[derive(Clone, Debug)]

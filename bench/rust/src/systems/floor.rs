@@ -11,9 +11,9 @@ use bytes::Bytes;
 
 use super::endpoint::{spawn_socketpair, spawn_stdio, Children, Listening};
 use crate::frame_io::{FrameIo, SPIN};
+use crate::model::{Job, Transport};
 use crate::peer::Peer;
 use crate::runner::{check_len, Client, Target};
-use crate::scenario::{Job, Transport};
 
 /// Starts the floor's server side for `job`.
 pub fn start(job: &Job, spin: bool) -> io::Result<Box<dyn Target>> {

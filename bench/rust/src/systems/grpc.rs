@@ -17,9 +17,9 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status, Streaming};
 
 use super::endpoint::{Addr, Listening};
+use crate::model::Job;
 use crate::peer_main::{ready, Args};
 use crate::runner::{check_len, ns, Client, Target};
-use crate::scenario::Job;
 
 include!(concat!(env!("OUT_DIR"), "/bench.Echo.rs"));
 

@@ -4,20 +4,20 @@
 //! and reads the report.
 
 use std::io;
+use std::path::Path;
 use std::process::Command;
 
 use serde::Deserialize;
 
 use super::endpoint::Addr;
-use super::Context;
+use crate::model::{Job, Mode, Transport};
 use crate::peer::{Peer, TempDir};
 use crate::runner::{Budget, Client, Measurement, Target};
-use crate::scenario::{Job, Mode, Transport};
 use crate::stats::Latency;
 
 /// Starts `grpcbench server`.
-pub fn start(job: &Job, ctx: &Context, stream: bool) -> io::Result<Box<dyn Target>> {
-    let exe = ctx.grpc_go.clone().ok_or_else(|| {
+pub fn start(job: &Job, exe: Option<&Path>, stream: bool) -> io::Result<Box<dyn Target>> {
+    let exe = exe.map(Path::to_path_buf).ok_or_else(|| {
         io::Error::other("grpc-go bench program not built (make bench-deps, or pass --grpc-go)")
     })?;
     let dir = TempDir::new()?;

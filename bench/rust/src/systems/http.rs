@@ -15,10 +15,10 @@ use serde_json::Value;
 
 use super::endpoint::{Addr, Listening};
 use super::hubwire::shape;
+use crate::model::{Encoding, Job};
 use crate::payload::Payload;
 use crate::peer_main::{ready, Args};
 use crate::runner::{check_len, ns, Client, Target};
-use crate::scenario::{Encoding, Job};
 use std::sync::Arc;
 
 fn runtime() -> io::Result<tokio::runtime::Runtime> {

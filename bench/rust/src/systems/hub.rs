@@ -4,19 +4,19 @@
 //! three counts.
 
 use std::io;
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::endpoint::Addr;
 use super::hubwire::Remote;
-use super::{Context, System};
 use crate::cpu;
+use crate::model::{Job, System};
 use crate::peer::{bench_peer, Peer, TempDir};
 use crate::runner::{Client, Target};
-use crate::scenario::Job;
 
 /// Writes a hub config, starts `hubwire hub`, waits for its socket.
-pub fn start(job: &Job, ctx: &Context, system: System) -> io::Result<Box<dyn Target>> {
+pub fn start(job: &Job, exe: Option<&Path>, system: System) -> io::Result<Box<dyn Target>> {
     let (wait, mode) = match system {
         System::HubwireEfficient => (hubwire::WaitMode::Efficient, "efficient"),
         System::HubwireLowLatency => (hubwire::WaitMode::low_latency(), "low-latency"),
@@ -27,7 +27,7 @@ pub fn start(job: &Job, ctx: &Context, system: System) -> io::Result<Box<dyn Tar
             )))
         }
     };
-    let exe = ctx.hub.clone().ok_or_else(|| {
+    let exe = exe.ok_or_else(|| {
         io::Error::other("hub not available: no `hubwire` executable beside hubwire-bench (build hubwire-hub, or pass --hub)")
     })?;
     let dir = TempDir::new()?;
@@ -41,7 +41,7 @@ pub fn start(job: &Job, ctx: &Context, system: System) -> io::Result<Box<dyn Tar
     );
     std::fs::write(&config, toml)?;
     // Warnings and errors only: its info lines would break the progress bar.
-    let child = Command::new(&exe)
+    let child = Command::new(exe)
         .arg("hub")
         .arg("--config")
         .arg(&config)
@@ -71,7 +71,7 @@ pub fn start(job: &Job, ctx: &Context, system: System) -> io::Result<Box<dyn Tar
 
 /// Dials the hub until its HELLO offers `echo`: the hub listens before
 /// its providers have finished their own handshakes.
-fn wait_for_provider(sock: &std::path::Path, t0: Instant) -> io::Result<()> {
+fn wait_for_provider(sock: &Path, t0: Instant) -> io::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

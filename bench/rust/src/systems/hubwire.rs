@@ -12,10 +12,10 @@ use hubwire::{CallOptions, Codec, Config, Connection, Provider, Raw, WaitMode};
 use serde_json::Value;
 
 use super::endpoint::{Addr, Children, Listening};
+use crate::model::{Encoding, Job, Transport};
 use crate::payload::{Msg, Payload, Structured};
 use crate::peer_main::{ready, Args};
 use crate::runner::{check_len, ns, Client, Target};
-use crate::scenario::{Encoding, Job, Transport};
 
 /// The methods every hubwire server in the bench offers.
 pub fn provider() -> Provider {

@@ -11,9 +11,9 @@ use serde_json::Value;
 
 use super::endpoint::{spawn_stdio, Children};
 use super::hubwire::shape;
+use crate::model::Job;
 use crate::peer::Peer;
 use crate::runner::{check_len, Client, Target};
-use crate::scenario::Job;
 
 #[derive(Serialize, Deserialize)]
 struct Request {
