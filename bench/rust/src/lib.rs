@@ -19,7 +19,7 @@
 //! | [`results`], [`targets`] | rows and ratios, the JSON file; the targets |
 //! | [`report`] | markdown tables, SVG charts, `--compare` |
 //! | [`cli`] | `hubwire-bench`'s command line |
-//! | [`peer`], [`peer_main`] | server processes; `bench-peer`'s main |
+//! | [`peer`], [`serve`], [`peer_main`] | server processes: starting them; their accept loops; `bench-peer`'s main |
 
 pub mod cli;
 pub mod cpu;
@@ -33,6 +33,7 @@ pub mod report;
 pub mod results;
 pub mod runner;
 pub mod scenario;
+pub mod serve;
 pub mod stats;
 pub mod systems;
 pub mod targets;

@@ -75,6 +75,16 @@ pub fn ns(d: Duration) -> u32 {
     d.as_nanos().min(u32::MAX as u128) as u32
 }
 
+/// The runtime every async side of the bench runs on, client and server:
+/// tokio's current-thread runtime, as hubwire's own (on two CPUs it is
+/// also tonic's and hyper's fastest setup). One definition, so that no
+/// system gets a different one by accident.
+pub fn runtime() -> io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}
+
 /// The server side of a job, running; stopped when dropped.
 pub trait Target {
     /// Opens one more client connection.

@@ -14,6 +14,7 @@ use crate::frame_io::{FrameIo, SPIN};
 use crate::model::{Job, Transport};
 use crate::peer::Peer;
 use crate::runner::{check_len, Client, Target};
+use crate::serve::Listen;
 
 /// Starts the floor's server side for `job`.
 pub fn start(job: &Job, spin: bool) -> io::Result<Box<dyn Target>> {
@@ -113,8 +114,8 @@ impl Client for FloorClient {
 }
 
 /// The server loop of `bench-peer floor`: one thread per connection.
-pub fn serve(listener: crate::peer_main::Listener, spin: bool) -> io::Result<()> {
-    listener.for_each(move |r, w| FrameIo::new(r, w, spin)?.serve())
+pub fn serve(listen: Listen, spin: bool) -> io::Result<()> {
+    listen.serve_blocking(move |r, w| FrameIo::new(r, w, spin)?.serve())
 }
 
 /// In process: the client thread and an echo thread, over two channels.

@@ -18,8 +18,8 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::endpoint::{Addr, Listening};
 use crate::model::Job;
-use crate::peer_main::{ready, Args};
-use crate::runner::{check_len, ns, Client, Target};
+use crate::runner::{check_len, ns, runtime, Client, Target};
+use crate::serve::{Listen, ServeConnection};
 
 include!(concat!(env!("OUT_DIR"), "/bench.Echo.rs"));
 
@@ -29,12 +29,6 @@ pub struct Blob {
     /// The payload.
     #[prost(bytes = "bytes", tag = "1")]
     pub data: Bytes,
-}
-
-fn runtime() -> io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
 }
 
 struct Echo;
@@ -60,42 +54,24 @@ impl echo_server::Echo for Echo {
 /// connection per task: tonic's generated service on hyper, which is what
 /// `tonic::transport::Server` runs (without its router, which would pull
 /// in axum for one service).
-pub fn serve(args: &Args) -> io::Result<()> {
-    runtime()?.block_on(async {
-        let service = echo_server::EchoServer::new(Echo);
-        if let Some(p) = &args.unix {
-            let _ = std::fs::remove_file(p);
-            let l = tokio::net::UnixListener::bind(p)?;
-            ready(&p.display().to_string());
-            loop {
-                let (s, _) = l.accept().await?;
-                tokio::spawn(serve_connection(s, service.clone()));
-            }
-        } else if let Some(a) = &args.tcp {
-            let l = tokio::net::TcpListener::bind(a).await?;
-            ready(&l.local_addr()?.to_string());
-            loop {
-                let (s, _) = l.accept().await?;
-                s.set_nodelay(true)?;
-                tokio::spawn(serve_connection(s, service.clone()));
-            }
-        } else {
-            Err(io::Error::other("tonic needs --unix or --tcp"))
-        }
-    })
+pub fn serve(listen: Listen) -> io::Result<()> {
+    runtime()?.block_on(listen.serve_tokio(echo_server::EchoServer::new(Echo)))
 }
 
-async fn serve_connection<S>(s: S, service: echo_server::EchoServer<Echo>)
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let builder = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
-    let _ = builder
-        .serve_connection(
-            TokioIo::new(s),
-            hyper_util::service::TowerToHyperService::new(service),
-        )
-        .await;
+impl ServeConnection for echo_server::EchoServer<Echo> {
+    async fn serve<S>(self, s: S)
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let builder =
+            hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+        let _ = builder
+            .serve_connection(
+                TokioIo::new(s),
+                hyper_util::service::TowerToHyperService::new(self),
+            )
+            .await;
+    }
 }
 
 /// Starts `bench-peer tonic`; clients make unary calls or use one stream.

@@ -4,6 +4,7 @@
 
 use std::convert::Infallible;
 use std::io;
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -14,18 +15,10 @@ use hyper_util::rt::TokioIo;
 use serde_json::Value;
 
 use super::endpoint::{Addr, Listening};
-use super::hubwire::shape;
 use crate::model::{Encoding, Job};
-use crate::payload::Payload;
-use crate::peer_main::{ready, Args};
-use crate::runner::{check_len, ns, Client, Target};
-use std::sync::Arc;
-
-fn runtime() -> io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-}
+use crate::payload::{shape, Payload};
+use crate::runner::{check_len, ns, runtime, Client, Target};
+use crate::serve::{Listen, ServeConnection};
 
 /// Starts `bench-peer http1`.
 pub fn start(job: &Job) -> io::Result<Box<dyn Target>> {
@@ -177,31 +170,22 @@ async fn echo(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallibl
 }
 
 /// `bench-peer http1`: an echo server, one task per connection.
-pub fn serve(args: &Args) -> io::Result<()> {
-    runtime()?.block_on(async {
-        let builder = hyper::server::conn::http1::Builder::new();
-        if let Some(p) = &args.unix {
-            let _ = std::fs::remove_file(p);
-            let l = tokio::net::UnixListener::bind(p)?;
-            ready(&p.display().to_string());
-            loop {
-                let (s, _) = l.accept().await?;
-                let conn =
-                    builder.serve_connection(TokioIo::new(s), hyper::service::service_fn(echo));
-                tokio::spawn(conn);
-            }
-        } else if let Some(a) = &args.tcp {
-            let l = tokio::net::TcpListener::bind(a).await?;
-            ready(&l.local_addr()?.to_string());
-            loop {
-                let (s, _) = l.accept().await?;
-                s.set_nodelay(true)?;
-                let conn =
-                    builder.serve_connection(TokioIo::new(s), hyper::service::service_fn(echo));
-                tokio::spawn(conn);
-            }
-        } else {
-            Err(io::Error::other("http1 needs --unix or --tcp"))
-        }
-    })
+pub fn serve(listen: Listen) -> io::Result<()> {
+    runtime()?.block_on(listen.serve_tokio(EchoServer(hyper::server::conn::http1::Builder::new())))
+}
+
+/// hyper's HTTP/1.1 server with `echo` as its service.
+#[derive(Clone)]
+struct EchoServer(hyper::server::conn::http1::Builder);
+
+impl ServeConnection for EchoServer {
+    async fn serve<S>(self, s: S)
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let _ = self
+            .0
+            .serve_connection(TokioIo::new(s), hyper::service::service_fn(echo))
+            .await;
+    }
 }

@@ -13,7 +13,7 @@ use super::hubwire::Remote;
 use crate::cpu;
 use crate::model::{Job, System};
 use crate::peer::{bench_peer, Peer, TempDir};
-use crate::runner::{Client, Target};
+use crate::runner::{runtime, Client, Target};
 
 /// Writes a hub config, starts `hubwire hub`, waits for its socket.
 pub fn start(job: &Job, exe: Option<&Path>, system: System) -> io::Result<Box<dyn Target>> {
@@ -72,9 +72,7 @@ pub fn start(job: &Job, exe: Option<&Path>, system: System) -> io::Result<Box<dy
 /// Dials the hub until its HELLO offers `echo`: the hub listens before
 /// its providers have finished their own handshakes.
 fn wait_for_provider(sock: &Path, t0: Instant) -> io::Result<()> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let rt = runtime()?;
     loop {
         let offered = rt.block_on(async {
             let t = hubwire::transport::unix::connect(sock).await?;

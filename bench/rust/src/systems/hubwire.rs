@@ -13,9 +13,9 @@ use serde_json::Value;
 
 use super::endpoint::{Addr, Children, Listening};
 use crate::model::{Encoding, Job, Transport};
-use crate::payload::{Msg, Payload, Structured};
-use crate::peer_main::{ready, Args};
-use crate::runner::{check_len, ns, Client, Target};
+use crate::payload::{shape, Msg, Payload, Structured};
+use crate::runner::{check_len, ns, runtime, Client, Target};
+use crate::serve::{ready, Listen};
 
 /// The methods every hubwire server in the bench offers.
 pub fn provider() -> Provider {
@@ -35,31 +35,29 @@ fn wait_mode(name: &str) -> io::Result<WaitMode> {
     }
 }
 
-fn runtime() -> io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-}
-
 fn err(e: hubwire::Error) -> io::Error {
     io::Error::other(e.to_string())
 }
 
 /// `bench-peer hubwire`: serves `provider()` on a Unix socket, TCP, or to
-/// the parent (fd 3).
-pub fn serve(args: &Args) -> io::Result<()> {
-    let config = Config::new("bench").wait(wait_mode(&args.wait)?);
+/// the parent (hubwire's child transport) when `listen` is neither, in
+/// wait mode `wait`. hubwire has its own listeners, so this does not use
+/// the accept loops of `serve.rs`.
+pub fn serve(listen: Option<Listen>, wait: &str) -> io::Result<()> {
+    let config = Config::new("bench").wait(wait_mode(wait)?);
     runtime()?.block_on(async move {
-        if let Some(p) = &args.unix {
-            let l = hubwire::transport::unix::UnixListener::bind(p)?;
-            ready(&p.display().to_string());
-            provider().serve(l, config).await
-        } else if let Some(a) = &args.tcp {
-            let l = hubwire::transport::tcp::TcpListener::bind(a.as_str()).await?;
-            ready(&l.local_addr()?.to_string());
-            provider().serve(l, config).await
-        } else {
-            provider().serve_parent(config).await.map_err(err)
+        match listen {
+            Some(Listen::Unix(p)) => {
+                let l = hubwire::transport::unix::UnixListener::bind(&p)?;
+                ready(&p.display().to_string());
+                provider().serve(l, config).await
+            }
+            Some(Listen::Tcp(a)) => {
+                let l = hubwire::transport::tcp::TcpListener::bind(a.as_str()).await?;
+                ready(&l.local_addr()?.to_string());
+                provider().serve(l, config).await
+            }
+            _ => provider().serve_parent(config).await.map_err(err),
         }
     })
 }
@@ -274,16 +272,6 @@ async fn call(conn: &Connection, payload: &Payload, encoding: Encoding) -> io::R
             let out: Msg = conn.call_with("echo_msg", m, &opts).await.map_err(err)?;
             check_len(out.data.len(), m.data.len())
         }
-    }
-}
-
-/// A cheap stand-in for equality: the length of a document's top level.
-pub fn shape(v: &Value) -> usize {
-    match v {
-        Value::Array(a) => a.len(),
-        Value::Object(o) => o.len(),
-        Value::String(s) => s.len(),
-        _ => 1,
     }
 }
 

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::endpoint::{spawn_stdio, Children};
-use super::hubwire::shape;
 use crate::model::Job;
+use crate::payload::shape;
 use crate::peer::Peer;
 use crate::runner::{check_len, Client, Target};
 
