@@ -12,7 +12,8 @@
 //! | [`model`] | the vocabulary: systems, transports, encodings, modes, jobs |
 //! | [`scenario`] | scenario files → jobs |
 //! | [`payload`] | the payloads of `payloads.toml` |
-//! | [`runner`] | the client/target interfaces and the timing loops |
+//! | [`client`] | the client interface and the loops that drive it (the one timed sequential loop) |
+//! | [`runner`] | the target interface; measuring a job in each mode, interleaving comparisons |
 //! | [`systems`] | hubwire, the floors and the peers, client and server side |
 //! | [`frame_io`] | the floor's length-prefixed echo over file descriptors |
 //! | [`cpu`], [`machine`] | CPU accounting; machine info and the idle check |
@@ -22,6 +23,7 @@
 //! | [`peer`], [`serve`], [`peer_main`] | server processes: starting them; their accept loops; `bench-peer`'s main |
 
 pub mod cli;
+pub mod client;
 pub mod cpu;
 pub mod frame_io;
 pub mod machine;

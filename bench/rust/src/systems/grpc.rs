@@ -5,9 +5,6 @@
 //! runtime, like hubwire's (on two CPUs that is tonic's fastest setup).
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::Bytes;
 use hyper_util::rt::TokioIo;
@@ -17,8 +14,9 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status, Streaming};
 
 use super::endpoint::{Addr, Listening};
+use crate::client::{check_len, in_tasks, runtime, send_ahead, AsyncClient, Client, OnRuntime};
 use crate::model::Job;
-use crate::runner::{check_len, ns, runtime, Client, Target};
+use crate::runner::Target;
 use crate::serve::{Listen, ServeConnection};
 
 include!(concat!(env!("OUT_DIR"), "/bench.Echo.rs"));
@@ -130,14 +128,15 @@ impl Target for Tonic {
         } else {
             None
         };
-        Ok(Box::new(TonicClient {
+        let payload = self.payload.clone();
+        Ok(OnRuntime::boxed(
             rt,
-            s: Conn {
+            TonicClient {
                 client,
                 stream,
-                payload: self.payload.clone(),
+                payload,
             },
-        }))
+        ))
     }
 
     fn peers(&self) -> Vec<u32> {
@@ -146,11 +145,6 @@ impl Target for Tonic {
 }
 
 struct TonicClient {
-    rt: tokio::runtime::Runtime,
-    s: Conn,
-}
-
-struct Conn {
     client: echo_client::EchoClient<Channel>,
     stream: Option<(mpsc::Sender<Blob>, Streaming<Blob>)>,
     payload: Bytes,
@@ -184,8 +178,8 @@ async fn answer(answers: &mut Streaming<Blob>, payload: &Bytes) -> io::Result<()
     check_len(out.data.len(), payload.len())
 }
 
-impl Conn {
-    async fn one(&mut self) -> io::Result<()> {
+impl AsyncClient for TonicClient {
+    async fn call(&mut self) -> io::Result<()> {
         match &mut self.stream {
             Some((tx, answers)) => {
                 send(tx, &self.payload).await?;
@@ -194,67 +188,28 @@ impl Conn {
             None => unary(&mut self.client, &self.payload).await,
         }
     }
-}
-
-impl Client for TonicClient {
-    fn call(&mut self) -> io::Result<()> {
-        self.rt.block_on(self.s.one())
-    }
-
-    fn sequential(&mut self, until: Instant, max: u64, lat: &mut Vec<u32>) -> io::Result<()> {
-        let s = &mut self.s;
-        self.rt.block_on(async {
-            let mut t0 = Instant::now();
-            for _ in 0..max {
-                s.one().await?;
-                let t1 = Instant::now();
-                lat.push(ns(t1 - t0));
-                if t1 >= until {
-                    break;
-                }
-                t0 = t1;
-            }
-            Ok(())
-        })
-    }
 
     /// Unary: `window` tasks sharing the channel (HTTP/2 multiplexes
     /// them). Stream: `window` messages ahead of the answers.
-    fn pipeline(&mut self, window: usize, calls: u64) -> io::Result<()> {
-        let (rt, s) = (&self.rt, &mut self.s);
-        let payload = s.payload.clone();
-        match &mut s.stream {
-            Some((tx, answers)) => rt.block_on(async {
-                let first = (window as u64).min(calls);
-                for _ in 0..first {
-                    send(tx, &payload).await?;
-                }
-                for i in 0..calls {
-                    answer(answers, &payload).await?;
-                    if i + first < calls {
-                        send(tx, &payload).await?;
-                    }
-                }
-                Ok(())
-            }),
-            None => rt.block_on(async {
-                let next = Arc::new(AtomicU64::new(0));
-                let mut tasks = tokio::task::JoinSet::new();
-                for _ in 0..window {
-                    let (mut client, payload, next) =
-                        (s.client.clone(), payload.clone(), next.clone());
-                    tasks.spawn(async move {
-                        while next.fetch_add(1, Ordering::Relaxed) < calls {
+    async fn pipeline(&mut self, window: usize, calls: u64) -> io::Result<()> {
+        let payload = &self.payload;
+        match &mut self.stream {
+            Some((tx, answers)) => {
+                let send = async || send(tx, payload).await;
+                send_ahead(window, calls, send, async || answer(answers, payload).await).await
+            }
+            None => {
+                in_tasks(window, calls, |share| {
+                    let (mut client, payload) = (self.client.clone(), payload.clone());
+                    async move {
+                        while share.claim() {
                             unary(&mut client, &payload).await?;
                         }
-                        Ok::<_, io::Error>(())
-                    });
-                }
-                while let Some(r) = tasks.join_next().await {
-                    r.map_err(io::Error::other)??;
-                }
-                Ok(())
-            }),
+                        Ok(())
+                    }
+                })
+                .await
+            }
         }
     }
 }

@@ -10,9 +10,10 @@ use std::process::Command;
 use serde::Deserialize;
 
 use super::endpoint::Addr;
+use crate::client::Client;
 use crate::model::{Job, Mode, Transport};
 use crate::peer::{Peer, TempDir};
-use crate::runner::{Budget, Client, Measurement, Target};
+use crate::runner::{Budget, Measurement, Target};
 use crate::stats::Latency;
 
 /// Starts `grpcbench server`.

@@ -5,7 +5,6 @@
 use std::convert::Infallible;
 use std::io;
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -15,9 +14,10 @@ use hyper_util::rt::TokioIo;
 use serde_json::Value;
 
 use super::endpoint::{Addr, Listening};
+use crate::client::{check_len, runtime, AsyncClient, Client, OnRuntime};
 use crate::model::{Encoding, Job};
 use crate::payload::{shape, Payload};
-use crate::runner::{check_len, ns, runtime, Client, Target};
+use crate::runner::Target;
 use crate::serve::{Listen, ServeConnection};
 
 /// Starts `bench-peer http1`.
@@ -48,12 +48,15 @@ impl Target for Server {
                 }
             }
         })?;
-        Ok(Box::new(HttpClient {
+        let (payload, json) = (self.payload.clone(), self.json);
+        Ok(OnRuntime::boxed(
             rt,
-            sender,
-            payload: self.payload.clone(),
-            json: self.json,
-        }))
+            HttpClient {
+                sender,
+                payload,
+                json,
+            },
+        ))
     }
 
     fn peers(&self) -> Vec<u32> {
@@ -76,7 +79,6 @@ where
 type SendRequest = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
 
 struct HttpClient {
-    rt: tokio::runtime::Runtime,
     sender: SendRequest,
     payload: Arc<Payload>,
     json: bool,
@@ -115,27 +117,9 @@ async fn post(sender: &mut SendRequest, payload: &Payload, json: bool) -> io::Re
     }
 }
 
-impl Client for HttpClient {
-    fn call(&mut self) -> io::Result<()> {
-        self.rt
-            .block_on(post(&mut self.sender, &self.payload, self.json))
-    }
-
-    fn sequential(&mut self, until: Instant, max: u64, lat: &mut Vec<u32>) -> io::Result<()> {
-        let (sender, payload, json) = (&mut self.sender, &self.payload, self.json);
-        self.rt.block_on(async {
-            let mut t0 = Instant::now();
-            for _ in 0..max {
-                post(sender, payload, json).await?;
-                let t1 = Instant::now();
-                lat.push(ns(t1 - t0));
-                if t1 >= until {
-                    break;
-                }
-                t0 = t1;
-            }
-            Ok(())
-        })
+impl AsyncClient for HttpClient {
+    async fn call(&mut self) -> io::Result<()> {
+        post(&mut self.sender, &self.payload, self.json).await
     }
 }
 

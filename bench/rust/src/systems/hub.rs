@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 
 use super::endpoint::Addr;
 use super::hubwire::Remote;
+use crate::client::{runtime, Client};
 use crate::cpu;
 use crate::model::{Job, System};
 use crate::peer::{bench_peer, Peer, TempDir};
-use crate::runner::{runtime, Client, Target};
+use crate::runner::Target;
 
 /// Writes a hub config, starts `hubwire hub`, waits for its socket.
 pub fn start(job: &Job, exe: Option<&Path>, system: System) -> io::Result<Box<dyn Target>> {

@@ -4,17 +4,16 @@
 //! loops run inside one `block_on`, as an application's would.
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 use hubwire::{CallOptions, Codec, Config, Connection, Provider, Raw, WaitMode};
 use serde_json::Value;
 
 use super::endpoint::{Addr, Children, Listening};
+use crate::client::{check_len, in_tasks, runtime, AsyncClient, Client, OnRuntime};
 use crate::model::{Encoding, Job, Transport};
 use crate::payload::{shape, Msg, Payload, Structured};
-use crate::runner::{check_len, ns, runtime, Client, Target};
+use crate::runner::Target;
 use crate::serve::{ready, Listen};
 
 /// The methods every hubwire server in the bench offers.
@@ -144,13 +143,7 @@ impl Target for Remote {
                 }
             }
         })?;
-        Ok(Box::new(HubwireClient {
-            rt,
-            conn,
-            payload: self.payload.clone(),
-            encoding: self.encoding,
-            _keep: None,
-        }))
+        Ok(client(rt, conn, &self.payload, self.encoding, None))
     }
 
     fn peers(&self) -> Vec<u32> {
@@ -186,13 +179,13 @@ impl Target for PerChild {
         if let Some(pid) = child.id() {
             self.children.add(pid);
         }
-        Ok(Box::new(HubwireClient {
+        Ok(client(
             rt,
             conn,
-            payload: self.payload.clone(),
-            encoding: self.encoding,
-            _keep: Some(Box::new(child)),
-        }))
+            &self.payload,
+            self.encoding,
+            Some(Box::new(child)),
+        ))
     }
 
     fn peers(&self) -> Vec<u32> {
@@ -226,13 +219,7 @@ impl Target for InProc {
                 &Config::new("bench-client").wait(self.wait),
             ))
             .map_err(err)?;
-        Ok(Box::new(HubwireClient {
-            rt,
-            conn,
-            payload: self.payload.clone(),
-            encoding: self.encoding,
-            _keep: None,
-        }))
+        Ok(client(rt, conn, &self.payload, self.encoding, None))
     }
 
     fn peers(&self) -> Vec<u32> {
@@ -240,8 +227,27 @@ impl Target for InProc {
     }
 }
 
-struct HubwireClient {
+/// One connection's client side, on the runtime it was dialled on.
+fn client(
     rt: tokio::runtime::Runtime,
+    conn: Connection,
+    payload: &Arc<Payload>,
+    encoding: Encoding,
+    keep: Option<Box<dyn Send>>,
+) -> Box<dyn Client> {
+    let payload = payload.clone();
+    OnRuntime::boxed(
+        rt,
+        HubwireClient {
+            conn,
+            payload,
+            encoding,
+            _keep: keep,
+        },
+    )
+}
+
+struct HubwireClient {
     conn: Connection,
     payload: Arc<Payload>,
     encoding: Encoding,
@@ -275,52 +281,23 @@ async fn call(conn: &Connection, payload: &Payload, encoding: Encoding) -> io::R
     }
 }
 
-impl Client for HubwireClient {
-    fn call(&mut self) -> io::Result<()> {
-        self.rt
-            .block_on(call(&self.conn, &self.payload, self.encoding))
+impl AsyncClient for HubwireClient {
+    async fn call(&mut self) -> io::Result<()> {
+        call(&self.conn, &self.payload, self.encoding).await
     }
 
-    fn sequential(&mut self, until: Instant, max: u64, lat: &mut Vec<u32>) -> io::Result<()> {
-        let (conn, payload, encoding) = (&self.conn, &self.payload, self.encoding);
-        self.rt.block_on(async {
-            let mut t0 = Instant::now();
-            for _ in 0..max {
-                call(conn, payload, encoding).await?;
-                let t1 = Instant::now();
-                lat.push(ns(t1 - t0));
-                if t1 >= until {
-                    break;
+    /// `window` tasks sharing the connection.
+    async fn pipeline(&mut self, window: usize, calls: u64) -> io::Result<()> {
+        in_tasks(window, calls, |share| {
+            let (conn, payload, encoding) =
+                (self.conn.clone(), self.payload.clone(), self.encoding);
+            async move {
+                while share.claim() {
+                    call(&conn, &payload, encoding).await?;
                 }
-                t0 = t1;
+                Ok(())
             }
-            Ok(())
         })
-    }
-
-    /// `window` tasks, each calling until `calls` have been started.
-    fn pipeline(&mut self, window: usize, calls: u64) -> io::Result<()> {
-        let next = Arc::new(AtomicU64::new(0));
-        self.rt.block_on(async {
-            let mut tasks = tokio::task::JoinSet::new();
-            for _ in 0..window {
-                let (conn, payload, encoding, next) = (
-                    self.conn.clone(),
-                    self.payload.clone(),
-                    self.encoding,
-                    next.clone(),
-                );
-                tasks.spawn(async move {
-                    while next.fetch_add(1, Ordering::Relaxed) < calls {
-                        call(&conn, &payload, encoding).await?;
-                    }
-                    Ok::<_, io::Error>(())
-                });
-            }
-            while let Some(r) = tasks.join_next().await {
-                r.map_err(io::Error::other)??;
-            }
-            Ok(())
-        })
+        .await
     }
 }

@@ -14,10 +14,11 @@ use ipc_channel::ipc::{
 use serde::{Deserialize, Serialize};
 
 use super::endpoint::Children;
+use crate::client::{check_len, Client};
 use crate::model::Job;
 use crate::payload::{Msg, Structured};
 use crate::peer::{bench_peer, Peer};
-use crate::runner::{check_len, Client, Target};
+use crate::runner::Target;
 
 /// The child's ends: where requests arrive, where answers go.
 #[derive(Serialize, Deserialize)]
