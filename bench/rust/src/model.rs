@@ -196,6 +196,16 @@ impl System {
         }
     }
 
+    /// hubwire's wait mode, as `bench-peer hubwire --wait` and the hub's
+    /// config name it (hubwire's rows only).
+    pub fn wait_mode(self) -> Option<&'static str> {
+        match self {
+            System::HubwireEfficient => Some("efficient"),
+            System::HubwireLowLatency => Some("low-latency"),
+            _ => None,
+        }
+    }
+
     /// Whether it spins while waiting (and so is compared with the
     /// spinning floor).
     pub fn spins(self) -> bool {

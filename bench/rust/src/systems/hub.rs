@@ -9,25 +9,16 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::endpoint::Addr;
-use super::hubwire::Remote;
+use super::hubwire::{job_wait_mode, Remote};
 use crate::client::{runtime, Client};
 use crate::cpu;
-use crate::model::{Job, System};
+use crate::model::Job;
 use crate::peer::{bench_peer, Peer, TempDir};
 use crate::runner::Target;
 
 /// Writes a hub config, starts `hubwire hub`, waits for its socket.
-pub fn start(job: &Job, exe: Option<&Path>, system: System) -> io::Result<Box<dyn Target>> {
-    let (wait, mode) = match system {
-        System::HubwireEfficient => (hubwire::WaitMode::Efficient, "efficient"),
-        System::HubwireLowLatency => (hubwire::WaitMode::low_latency(), "low-latency"),
-        s => {
-            return Err(io::Error::other(format!(
-                "{} does not run through the hub",
-                s.name()
-            )))
-        }
-    };
+pub fn start(job: &Job, exe: Option<&Path>) -> io::Result<Box<dyn Target>> {
+    let (mode, wait) = job_wait_mode(job)?;
     let exe = exe.ok_or_else(|| {
         io::Error::other("hub not available: no `hubwire` executable beside hubwire-bench (build hubwire-hub, or pass --hub)")
     })?;

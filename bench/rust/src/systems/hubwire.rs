@@ -24,6 +24,7 @@ pub fn provider() -> Provider {
         .unary("echo_msg", |_ctx, x: Msg| async move { Ok(x) })
 }
 
+/// The wait mode `name`s (`--wait`).
 fn wait_mode(name: &str) -> io::Result<WaitMode> {
     match name {
         "efficient" => Ok(WaitMode::Efficient),
@@ -32,6 +33,15 @@ fn wait_mode(name: &str) -> io::Result<WaitMode> {
             "--wait {other:?}: efficient or low-latency"
         ))),
     }
+}
+
+/// A hubwire job's wait mode, by name
+/// ([`System::wait_mode`](crate::model::System::wait_mode)) and as hubwire's.
+pub fn job_wait_mode(job: &Job) -> io::Result<(&'static str, WaitMode)> {
+    let name = job.system.wait_mode().ok_or_else(|| {
+        io::Error::other(format!("{} is not a hubwire system", job.system.name()))
+    })?;
+    Ok((name, wait_mode(name)?))
 }
 
 fn err(e: hubwire::Error) -> io::Error {
@@ -62,8 +72,8 @@ pub fn serve(listen: Option<Listen>, wait: &str) -> io::Result<()> {
 }
 
 /// Starts the hubwire server side for `job` (the hub's is in `hub.rs`).
-pub fn start(job: &Job, mode: &str) -> io::Result<Box<dyn Target>> {
-    let wait = wait_mode(mode)?;
+pub fn start(job: &Job) -> io::Result<Box<dyn Target>> {
+    let (mode, wait) = job_wait_mode(job)?;
     let payload = job.payload.clone();
     let encoding = job.encoding;
     Ok(match job.transport {
@@ -79,7 +89,7 @@ pub fn start(job: &Job, mode: &str) -> io::Result<Box<dyn Target>> {
             })
         }
         Transport::Child => Box::new(PerChild {
-            mode: mode.to_string(),
+            mode,
             wait,
             payload,
             encoding,
@@ -153,7 +163,7 @@ impl Target for Remote {
 
 /// A `bench-peer hubwire` child per connection, on hubwire's child transport.
 struct PerChild {
-    mode: String,
+    mode: &'static str,
     wait: WaitMode,
     payload: Arc<Payload>,
     encoding: Encoding,
@@ -165,7 +175,7 @@ impl Target for PerChild {
         let rt = runtime()?;
         let (conn, child) = rt.block_on(async {
             let mut cmd = tokio::process::Command::new(crate::peer::bench_peer()?);
-            cmd.args(["hubwire", "--wait", &self.mode])
+            cmd.args(["hubwire", "--wait", self.mode])
                 .kill_on_drop(true);
             let (t, child) = hubwire::transport::child::spawn(
                 cmd,

@@ -35,11 +35,10 @@ pub struct Context {
 /// Starts the server side of `job`'s system.
 pub fn start(job: &Job, ctx: &Context) -> io::Result<Box<dyn Target>> {
     if job.transport == Transport::Hub {
-        return hub::start(job, ctx.hub.as_deref(), job.system);
+        return hub::start(job, ctx.hub.as_deref());
     }
     match job.system {
-        System::HubwireEfficient => hubwire::start(job, "efficient"),
-        System::HubwireLowLatency => hubwire::start(job, "low-latency"),
+        System::HubwireEfficient | System::HubwireLowLatency => hubwire::start(job),
         System::FloorBlocking => floor::start(job, false),
         System::FloorSpin => floor::start(job, true),
         System::SpawnPerCall => spawn::start(job),
