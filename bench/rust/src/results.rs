@@ -197,7 +197,7 @@ pub struct TargetCheck {
 }
 
 /// Everything a run produced.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Results {
     /// Seconds since the epoch at the start.
     pub unix_time: u64,
