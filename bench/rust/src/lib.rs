@@ -17,7 +17,7 @@
 //! | [`systems`] | hubwire, the floors and the peers, client and server side |
 //! | [`frame_io`] | the floor's length-prefixed echo over file descriptors |
 //! | [`cpu`], [`machine`] | CPU accounting; machine info and the idle check |
-//! | [`results`], [`targets`] | rows and ratios, the JSON file; the targets |
+//! | [`results`], [`targets`] | rows and ratios, the JSON file; the targets, with where their numbers come from |
 //! | [`report`] | markdown tables, SVG charts, `--compare` |
 //! | [`cli`] | `hubwire-bench`'s command line |
 //! | [`peer`], [`serve`], [`peer_main`] | server processes: starting them; their accept loops; `bench-peer`'s main |

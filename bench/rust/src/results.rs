@@ -1,5 +1,5 @@
-//! Rows, their ratios to the floor and to the best peer, the issue's
-//! targets, and the JSON results file.
+//! Rows, their ratios to the floor and to the best peer, the targets'
+//! verdicts, and the JSON results file.
 //!
 //! Every ratio compares wall-clock time per call (the inverse of
 //! throughput): below 1 is faster than the reference, above 1 slower.
@@ -181,7 +181,7 @@ pub fn compute_ratios(rows: &mut [Row]) {
     }
 }
 
-/// One of the targets, checked against this run.
+/// One target (`targets.rs`), checked against this run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TargetCheck {
     /// What the target says.
@@ -211,7 +211,7 @@ pub struct Results {
     pub machine: Machine,
     /// Every job.
     pub rows: Vec<Row>,
-    /// The targets.
+    /// The targets (`targets.rs`), checked.
     pub targets: Vec<TargetCheck>,
 }
 
