@@ -70,7 +70,7 @@ pub fn run_sync<T>(f: impl Future<Output = T>) -> T {
 }
 
 /// A duration in ns, saturating at `u32::MAX` (4.3 s).
-pub fn ns(d: Duration) -> u32 {
+fn ns(d: Duration) -> u32 {
     d.as_nanos().min(u32::MAX as u128) as u32
 }
 
@@ -115,8 +115,9 @@ pub trait AsyncClient: Send {
 /// An [`AsyncClient`] on the current-thread runtime it connected on; each
 /// of its loops runs inside one `block_on`.
 pub struct OnRuntime<C> {
-    // Dropped first, as the clients that held their runtime beside their
-    // connection did.
+    // Field order is drop order: the runtime goes before the client, as it
+    // did in each async client before they shared this type, so that their
+    // teardown is unchanged.
     rt: Runtime,
     client: C,
 }
