@@ -11,12 +11,13 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::machine::{busy_processes, load1, Machine};
+use crate::model::{Job, Mode, System};
 use crate::report::{compare, markdown, svg};
 use crate::results::{compute_ratios, Results, Row};
 use crate::runner::{pipelined_interleaved, sequential_interleaved, Budget, Measurement};
-use crate::scenario::{self, Filter, Job, Mode};
-use crate::systems::{Context, System};
-use crate::{cpu, peer};
+use crate::scenario::{self, Filter, Scenario};
+use crate::systems::{self, Context};
+use crate::{cpu, peer, targets};
 
 /// The hubwire benchmark suite: hubwire against the raw transport floor
 /// and the peers a user would pick instead, measured in one run.
@@ -90,6 +91,11 @@ fn repo_root() -> Option<PathBuf> {
     })
 }
 
+/// `path` in the repository, if the repository was found.
+fn in_root(root: Option<&Path>, path: &str) -> Option<PathBuf> {
+    root.map(|r| r.join(path))
+}
+
 fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -109,43 +115,18 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// The charts a run draws: file name and title.
+const CHARTS: [(&str, &str); 2] = [
+    ("latency-by-size.svg", "Round trip by payload size"),
+    ("throughput-by-window.svg", "Throughput by window"),
+];
+
+/// Runs what `args` ask for; whether every row (or check) passed.
 fn run(args: Args) -> io::Result<bool> {
     let root = repo_root();
-    let in_root = |p: &str| root.as_ref().map(|r| r.join(p));
-    let dir = args
-        .scenarios
-        .clone()
-        .or_else(|| in_root("bench/scenarios"))
-        .ok_or_else(|| io::Error::other("no bench/scenarios found; pass --scenarios DIR"))?;
-    let (scenarios, payloads) = scenario::load(&dir)?;
-    let filter = Filter {
-        scenarios: args.scenario.clone(),
-        systems: args.system.clone(),
-        transports: args.transport.clone(),
-        payloads: args.payload.clone(),
-    };
-    let jobs = scenario::expand(&scenarios, &payloads, &filter);
+    let (scenarios, jobs) = select_jobs(&args, root.as_deref())?;
     if let Some(file) = &args.check {
-        // An unreadable file fails every row (and still prints the count).
-        let res: Results = match std::fs::read(file)
-            .map_err(|e| e.to_string())
-            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-        {
-            Ok(r) => r,
-            Err(e) => {
-                println!("FAIL {}: {e}", file.display());
-                Results {
-                    unix_time: 0,
-                    profile: String::new(),
-                    warmup_s: 0.0,
-                    measure_s: 0.0,
-                    machine: Machine::default(),
-                    rows: Vec::new(),
-                    targets: Vec::new(),
-                }
-            }
-        };
-        return Ok(check(&res, &jobs));
+        return Ok(check(&read_results(file), &jobs));
     }
     if args.list {
         jobs.iter().for_each(|j| println!("{}", j.key()));
@@ -154,150 +135,13 @@ fn run(args: Args) -> io::Result<bool> {
     if jobs.is_empty() {
         return Err(io::Error::other("no rows match the filters (try --list)"));
     }
-    let (profile, budget) = if args.smoke {
-        (
-            "smoke",
-            Budget {
-                warmup: Duration::from_millis(5),
-                measure: Duration::from_millis(20),
-                max_calls: 500,
-            },
-        )
-    } else if args.quick {
-        (
-            "quick",
-            Budget {
-                warmup: Duration::from_millis(40),
-                measure: Duration::from_millis(120),
-                max_calls: 1 << 22,
-            },
-        )
-    } else {
-        (
-            "full",
-            Budget {
-                warmup: Duration::from_millis(300),
-                measure: Duration::from_secs(2),
-                max_calls: 1 << 24,
-            },
-        )
-    };
-    let out = args
-        .out
-        .clone()
-        .or_else(|| {
-            in_root(
-                if profile == "full" {
-                    "bench/results".into()
-                } else {
-                    format!("bench/results/{profile}")
-                }
-                .as_str(),
-            )
-        })
-        .unwrap_or_else(|| PathBuf::from("bench-results"));
-    let ctx = Context {
-        grpc_go: args
-            .grpc_go
-            .clone()
-            .or_else(|| in_root("bench/go/bin/grpcbench"))
-            .filter(|p| p.exists()),
-        hub: args
-            .hub
-            .clone()
-            .or_else(|| peer::sibling("hubwire").ok())
-            .filter(|p| p.exists()),
-    };
-
-    let mut machine = Machine::probe();
-    machine.busy_at_start = busy_processes(Duration::from_millis(300));
-    let mut res = Results {
-        unix_time: now(),
-        profile: profile.into(),
-        warmup_s: budget.warmup.as_secs_f64(),
-        measure_s: budget.measure.as_secs_f64(),
-        machine,
-        rows: Vec::new(),
-        targets: Vec::new(),
-    };
-    if let Some(w) = markdown::idle_warning(&res) {
-        eprintln!("hubwire-bench: warning: {w}");
-    }
-
-    let bar = ProgressBar::new(jobs.len() as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {wide_msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    let (busy0, own0, t0) = (cpu::machine_busy(), cpu::total(&[]), Instant::now());
-    let mut rows: Vec<Option<Row>> = vec![None; jobs.len()];
-    for group in comparisons(&jobs) {
-        let group: Vec<&Job> = group.into_iter().map(|i| &jobs[i]).collect();
-        bar.set_message(group[0].key());
-        let measured: Vec<io::Result<Measurement>> = if group.len() > 1 {
-            let targets: Vec<_> = group
-                .iter()
-                .map(|job| job.system.start(job, &ctx))
-                .collect();
-            match group[0].mode {
-                Mode::Pipelined { window } => pipelined_interleaved(&targets, window, &budget),
-                _ => sequential_interleaved(&targets, &budget),
-            }
-        } else {
-            group
-                .iter()
-                .map(|job| {
-                    job.system
-                        .start(job, &ctx)
-                        .and_then(|target| target.measure(job, &budget))
-                })
-                .collect()
-        };
-        for (job, m) in group.iter().zip(measured) {
-            let row = Row::new(job, m.map_err(|e| e.to_string()));
-            if let Some(e) = &row.error {
-                bar.println(format!("failed: {}: {e}", row.key));
-            }
-            let i = jobs
-                .iter()
-                .position(|j| std::ptr::eq(j, *job))
-                .expect("a job of this run");
-            rows[i] = Some(row);
-            bar.inc(1);
-        }
-    }
-    res.rows = rows.into_iter().flatten().collect();
-    bar.finish_and_clear();
-    // What the rest of the machine used meanwhile, as a share of one CPU.
-    let own = cpu::total(&[]).saturating_sub(own0);
-    res.machine.foreign_cpu_pct = match (busy0, cpu::machine_busy()) {
-        (Some(a), Some(b)) => {
-            (b.saturating_sub(a).saturating_sub(own)).as_secs_f64() / t0.elapsed().as_secs_f64()
-                * 100.0
-        }
-        _ => -1.0,
-    };
-    res.machine.load_after = load1();
-    compute_ratios(&mut res.rows);
-    res.targets = crate::targets::check(&res);
-
-    std::fs::create_dir_all(&out)?;
-    let charts = [
-        ("latency-by-size.svg", "Round trip by payload size"),
-        ("throughput-by-window.svg", "Throughput by window"),
-    ];
-    std::fs::write(out.join(charts[0].0), svg::latency_by_size(&res))?;
-    std::fs::write(out.join(charts[1].0), svg::throughput_by_window(&res))?;
-    let report = markdown::report(&res, &scenarios, &charts);
-    std::fs::write(out.join("results.md"), &report)?;
-    std::fs::write(
-        out.join("results.json"),
-        serde_json::to_string_pretty(&res)?,
-    )?;
-    println!("{report}");
-    if let Some(w) = markdown::idle_warning(&res) {
-        eprintln!("hubwire-bench: warning: {w}");
-    }
+    let (profile, budget) = profile(&args);
+    let out = out_dir(&args, root.as_deref(), profile);
+    let ctx = context(&args, root.as_deref());
+    let mut res = new_results(profile, &budget);
+    let t0 = Instant::now();
+    measure(&mut res, &jobs, &ctx, &budget);
+    write_results(&res, &scenarios, &out)?;
     eprintln!(
         "hubwire-bench: {} rows in {:.1} s; written to {}",
         res.rows.len(),
@@ -309,20 +153,213 @@ fn run(args: Args) -> io::Result<bool> {
         println!("{}", compare::compare(&old, &res));
     }
     if let Some(readme) = &args.readme {
-        // bench/results/ is not committed: the README's charts live beside it.
-        let dir = readme.parent().unwrap_or(Path::new(".")).join("charts");
-        std::fs::create_dir_all(&dir)?;
-        for (f, _) in &charts {
-            std::fs::copy(out.join(f), dir.join(f))?;
-        }
-        let linked: Vec<(String, &str)> = charts
-            .iter()
-            .map(|(f, t)| (format!("charts/{f}"), *t))
-            .collect();
-        let linked: Vec<(&str, &str)> = linked.iter().map(|(f, t)| (f.as_str(), *t)).collect();
-        update_readme(readme, &markdown::report(&res, &scenarios, &linked))?;
+        write_readme(readme, &res, &scenarios, &out)?;
     }
     Ok(res.rows.iter().all(Row::ok))
+}
+
+/// Loads the scenarios (`--scenarios`, or the repository's) and the jobs
+/// the filters keep.
+fn select_jobs(args: &Args, root: Option<&Path>) -> io::Result<(Vec<Scenario>, Vec<Job>)> {
+    let dir = args
+        .scenarios
+        .clone()
+        .or_else(|| in_root(root, "bench/scenarios"))
+        .ok_or_else(|| io::Error::other("no bench/scenarios found; pass --scenarios DIR"))?;
+    let (scenarios, payloads) = scenario::load(&dir)?;
+    let filter = Filter {
+        scenarios: args.scenario.clone(),
+        systems: args.system.clone(),
+        transports: args.transport.clone(),
+        payloads: args.payload.clone(),
+    };
+    let jobs = scenario::expand(&scenarios, &payloads, &filter);
+    Ok((scenarios, jobs))
+}
+
+/// The results file `--check` reads; an unreadable one is reported and
+/// read as empty, so that every row fails (and the count still prints).
+fn read_results(file: &Path) -> Results {
+    let read = std::fs::read(file)
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()));
+    read.unwrap_or_else(|e| {
+        println!("FAIL {}: {e}", file.display());
+        Results::default()
+    })
+}
+
+/// The profile's name and its time budget per row.
+fn profile(args: &Args) -> (&'static str, Budget) {
+    let budget = |warmup_ms, measure_ms, max_calls| Budget {
+        warmup: Duration::from_millis(warmup_ms),
+        measure: Duration::from_millis(measure_ms),
+        max_calls,
+    };
+    if args.smoke {
+        ("smoke", budget(5, 20, 500))
+    } else if args.quick {
+        ("quick", budget(40, 120, 1 << 22))
+    } else {
+        ("full", budget(300, 2000, 1 << 24))
+    }
+}
+
+/// Where the results go: `--out`, else `bench/results` (a full run) or
+/// `bench/results/<profile>` in the repository.
+fn out_dir(args: &Args, root: Option<&Path>, profile: &str) -> PathBuf {
+    let default = match profile {
+        "full" => "bench/results".to_string(),
+        p => format!("bench/results/{p}"),
+    };
+    args.out
+        .clone()
+        .or_else(|| in_root(root, &default))
+        .unwrap_or_else(|| PathBuf::from("bench-results"))
+}
+
+/// The other programs some rows need, where they exist.
+fn context(args: &Args, root: Option<&Path>) -> Context {
+    Context {
+        grpc_go: args
+            .grpc_go
+            .clone()
+            .or_else(|| in_root(root, "bench/go/bin/grpcbench"))
+            .filter(|p| p.exists()),
+        hub: args
+            .hub
+            .clone()
+            .or_else(|| peer::sibling("hubwire").ok())
+            .filter(|p| p.exists()),
+    }
+}
+
+/// An empty results file for this run, with the machine described and
+/// checked for idleness (a warning on stderr if it is not idle).
+fn new_results(profile: &str, budget: &Budget) -> Results {
+    let mut machine = Machine::probe();
+    machine.busy_at_start = busy_processes(Duration::from_millis(300));
+    let res = Results {
+        unix_time: now(),
+        profile: profile.into(),
+        warmup_s: budget.warmup.as_secs_f64(),
+        measure_s: budget.measure.as_secs_f64(),
+        machine,
+        rows: Vec::new(),
+        targets: Vec::new(),
+    };
+    if let Some(w) = markdown::idle_warning(&res) {
+        eprintln!("hubwire-bench: warning: {w}");
+    }
+    res
+}
+
+/// Measures every job into `res`: the rows, what the rest of the machine
+/// used meanwhile, the ratios and the targets.
+fn measure(res: &mut Results, jobs: &[Job], ctx: &Context, budget: &Budget) {
+    let (busy0, own0, t0) = (cpu::machine_busy(), cpu::total(&[]), Instant::now());
+    res.rows = measure_rows(jobs, ctx, budget);
+    res.machine.foreign_cpu_pct = foreign_cpu_pct(busy0, own0, t0.elapsed());
+    res.machine.load_after = load1();
+    compute_ratios(&mut res.rows);
+    res.targets = targets::check(res);
+}
+
+/// Every job's row, in the jobs' order, measured comparison by comparison
+/// under a progress bar.
+fn measure_rows(jobs: &[Job], ctx: &Context, budget: &Budget) -> Vec<Row> {
+    let bar = ProgressBar::new(jobs.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {wide_msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut rows: Vec<Option<Row>> = vec![None; jobs.len()];
+    for group in comparisons(jobs) {
+        bar.set_message(jobs[group[0]].key());
+        let group_jobs: Vec<&Job> = group.iter().map(|&i| &jobs[i]).collect();
+        for (&i, m) in group
+            .iter()
+            .zip(measure_comparison(&group_jobs, ctx, budget))
+        {
+            let row = Row::new(&jobs[i], m.map_err(|e| e.to_string()));
+            if let Some(e) = &row.error {
+                bar.println(format!("failed: {}: {e}", row.key));
+            }
+            rows[i] = Some(row);
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    rows.into_iter().flatten().collect()
+}
+
+/// Measures the jobs of one comparison: interleaved if there are several
+/// (all their servers up at once), else the one job on its own.
+fn measure_comparison(
+    group: &[&Job],
+    ctx: &Context,
+    budget: &Budget,
+) -> Vec<io::Result<Measurement>> {
+    if group.len() == 1 {
+        let job = group[0];
+        return vec![systems::start(job, ctx).and_then(|target| target.measure(job, budget))];
+    }
+    let targets: Vec<_> = group.iter().map(|job| systems::start(job, ctx)).collect();
+    match group[0].mode {
+        Mode::Pipelined { window } => pipelined_interleaved(&targets, window, budget),
+        _ => sequential_interleaved(&targets, budget),
+    }
+}
+
+/// What the rest of the machine used during `elapsed`, as a share of one
+/// CPU (%): the machine's busy time since `busy0` less this process's and
+/// its children's since `own0`; -1 where the machine's is unknown.
+fn foreign_cpu_pct(busy0: Option<Duration>, own0: Duration, elapsed: Duration) -> f64 {
+    let own = cpu::total(&[]).saturating_sub(own0);
+    match (busy0, cpu::machine_busy()) {
+        (Some(a), Some(b)) => {
+            (b.saturating_sub(a).saturating_sub(own)).as_secs_f64() / elapsed.as_secs_f64() * 100.0
+        }
+        _ => -1.0,
+    }
+}
+
+/// Writes the charts, `results.md` and `results.json` to `out`, and
+/// prints the report (and, again, the idle warning).
+fn write_results(res: &Results, scenarios: &[Scenario], out: &Path) -> io::Result<()> {
+    std::fs::create_dir_all(out)?;
+    std::fs::write(out.join(CHARTS[0].0), svg::latency_by_size(res))?;
+    std::fs::write(out.join(CHARTS[1].0), svg::throughput_by_window(res))?;
+    let report = markdown::report(res, scenarios, &CHARTS);
+    std::fs::write(out.join("results.md"), &report)?;
+    std::fs::write(out.join("results.json"), serde_json::to_string_pretty(res)?)?;
+    println!("{report}");
+    if let Some(w) = markdown::idle_warning(res) {
+        eprintln!("hubwire-bench: warning: {w}");
+    }
+    Ok(())
+}
+
+/// `--readme`: copies the charts beside the README (`bench/results/` is
+/// not committed) and replaces its results section with the report,
+/// linking those copies.
+fn write_readme(
+    readme: &Path,
+    res: &Results,
+    scenarios: &[Scenario],
+    out: &Path,
+) -> io::Result<()> {
+    let dir = readme.parent().unwrap_or(Path::new(".")).join("charts");
+    std::fs::create_dir_all(&dir)?;
+    for (f, _) in &CHARTS {
+        std::fs::copy(out.join(f), dir.join(f))?;
+    }
+    let linked: Vec<(String, &str)> = CHARTS
+        .iter()
+        .map(|(f, t)| (format!("charts/{f}"), *t))
+        .collect();
+    let linked: Vec<(&str, &str)> = linked.iter().map(|(f, t)| (f.as_str(), *t)).collect();
+    update_readme(readme, &markdown::report(res, scenarios, &linked))
 }
 
 /// Splits the jobs (by index) into comparisons measured together: the
@@ -419,6 +456,7 @@ fn update_readme(path: &Path, body: &str) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{Encoding, Transport};
 
     /// The jobs of `names` (scenarios) and their comparisons, checked for
     /// what holds of every grouping: each job in exactly one group, a
@@ -441,7 +479,7 @@ mod tests {
             "every job in exactly one group"
         );
         for g in &groups {
-            fn alike(b: &Job) -> (&str, &str, scenario::Encoding, scenario::Transport, Mode) {
+            fn alike(b: &Job) -> (&str, &str, Encoding, Transport, Mode) {
                 (
                     &b.scenario,
                     &b.payload.name,
@@ -485,7 +523,7 @@ mod tests {
         );
         let names = systems_beside(&jobs, &groups, |j| {
             j.system.name() == "floor-blocking"
-                && j.transport == scenario::Transport::Unix
+                && j.transport == Transport::Unix
                 && j.mode == Mode::Pipelined { window: 16 }
         });
         assert!(

@@ -211,7 +211,7 @@ impl FrameIo {
         self.push_frame(payload);
         self.flush(false)?;
         match self.next_frame()? {
-            Some((_, n)) => crate::runner::check_len(n, payload.len()),
+            Some((_, n)) => crate::client::check_len(n, payload.len()),
             None => Err(io::ErrorKind::UnexpectedEof.into()),
         }
     }
@@ -250,7 +250,7 @@ impl FrameIo {
                 Err(e) => return Err(e),
             }
             while let Some((_, n)) = self.buffered_frame() {
-                crate::runner::check_len(n, payload.len())?;
+                crate::client::check_len(n, payload.len())?;
                 done += 1;
             }
             if moved {

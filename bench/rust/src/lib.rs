@@ -9,21 +9,25 @@
 //!
 //! | module | what |
 //! |---|---|
+//! | [`model`] | the vocabulary: systems, transports, encodings, modes, jobs |
 //! | [`scenario`] | scenario files → jobs |
 //! | [`payload`] | the payloads of `payloads.toml` |
-//! | [`runner`] | the client/target interfaces and the timing loops |
+//! | [`client`] | the client interface and the loops that drive it (the one timed sequential loop) |
+//! | [`runner`] | the target interface; measuring a job in each mode, interleaving comparisons |
 //! | [`systems`] | hubwire, the floors and the peers, client and server side |
 //! | [`frame_io`] | the floor's length-prefixed echo over file descriptors |
 //! | [`cpu`], [`machine`] | CPU accounting; machine info and the idle check |
-//! | [`results`], [`targets`] | rows and ratios, the JSON file; the targets |
+//! | [`results`], [`targets`] | rows and ratios, the JSON file; the targets, with where their numbers come from |
 //! | [`report`] | markdown tables, SVG charts, `--compare` |
 //! | [`cli`] | `hubwire-bench`'s command line |
-//! | [`peer`], [`peer_main`] | server processes; `bench-peer`'s main |
+//! | [`peer`], [`serve`], [`peer_main`] | server processes: starting them; their accept loops; `bench-peer`'s main |
 
 pub mod cli;
+pub mod client;
 pub mod cpu;
 pub mod frame_io;
 pub mod machine;
+pub mod model;
 pub mod payload;
 pub mod peer;
 pub mod peer_main;
@@ -31,6 +35,7 @@ pub mod report;
 pub mod results;
 pub mod runner;
 pub mod scenario;
+pub mod serve;
 pub mod stats;
 pub mod systems;
 pub mod targets;

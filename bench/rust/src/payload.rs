@@ -104,6 +104,17 @@ impl Payload {
     }
 }
 
+/// A cheap stand-in for equality of documents, to check an answer: the
+/// length of a document's top level.
+pub fn shape(v: &Value) -> usize {
+    match v {
+        Value::Array(a) => a.len(),
+        Value::Object(o) => o.len(),
+        Value::String(s) => s.len(),
+        _ => 1,
+    }
+}
+
 /// The records rule: append records until the compact JSON text of the
 /// array is at least `size` bytes.
 fn records(size: usize) -> Value {

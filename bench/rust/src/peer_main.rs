@@ -4,16 +4,16 @@
 //!
 //! Listening peers print `ready <address>` on stdout once they accept
 //! connections; the others serve the connection they were started with.
+//! This file only parses the command line and picks the system's `serve`;
+//! the accept loops they share are in `serve.rs`.
 
-use std::io::{self, Write};
-use std::net::TcpListener;
-use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::net::UnixListener;
+use std::io;
 use std::path::PathBuf;
 
 use clap::Parser;
 
-use crate::systems;
+use crate::serve::Listen;
+use crate::systems::{floor, grpc, http, hubwire, ipc, jsonrpc, spawn};
 
 /// bench-peer: the server side of one benchmarked system.
 #[derive(Parser, Debug)]
@@ -44,93 +44,42 @@ pub struct Args {
     pub ipc: Option<String>,
 }
 
-/// Where a peer takes its connections from.
-pub enum Listener {
-    /// A bound Unix socket.
-    Unix(UnixListener),
-    /// A bound TCP socket.
-    Tcp(TcpListener),
-    /// Descriptor 3 (a socketpair end).
-    Fd3,
-    /// Descriptors 0 and 1.
-    Stdio,
-}
-
-impl Listener {
-    /// Binds what `args` asks for and prints `ready <address>` if listening.
-    pub fn from_args(args: &Args) -> io::Result<Listener> {
-        let l = if let Some(p) = &args.unix {
-            let _ = std::fs::remove_file(p);
-            let l = UnixListener::bind(p)?;
-            ready(&p.display().to_string());
-            Listener::Unix(l)
-        } else if let Some(a) = &args.tcp {
-            let l = TcpListener::bind(a)?;
-            ready(&l.local_addr()?.to_string());
-            Listener::Tcp(l)
-        } else if args.fd3 {
-            Listener::Fd3
-        } else if args.stdio {
-            Listener::Stdio
+impl Args {
+    /// Where to take connections from, if the flags say (hubwire without
+    /// one serves its parent, through hubwire's child transport).
+    fn listen(&self) -> Option<Listen> {
+        if let Some(p) = &self.unix {
+            Some(Listen::Unix(p.clone()))
+        } else if let Some(a) = &self.tcp {
+            Some(Listen::Tcp(a.clone()))
+        } else if self.fd3 {
+            Some(Listen::Fd3)
+        } else if self.stdio {
+            Some(Listen::Stdio)
         } else {
-            return Err(io::Error::other(
-                "one of --unix, --tcp, --fd3, --stdio is needed",
-            ));
-        };
-        Ok(l)
-    }
-
-    /// Runs `serve(read, write)` on every connection, a thread each, until
-    /// the listener fails (or, for fd 3 and stdio, the one connection ends).
-    pub fn for_each(
-        self,
-        serve: impl Fn(OwnedFd, OwnedFd) -> io::Result<()> + Send + Sync + Copy + 'static,
-    ) -> io::Result<()> {
-        let spawn = move |fd: OwnedFd| -> io::Result<()> {
-            let w = fd.try_clone()?;
-            std::thread::spawn(move || serve(fd, w));
-            Ok(())
-        };
-        match self {
-            Listener::Unix(l) => loop {
-                spawn(l.accept()?.0.into())?;
-            },
-            Listener::Tcp(l) => loop {
-                let (s, _) = l.accept()?;
-                s.set_nodelay(true)?;
-                spawn(s.into())?;
-            },
-            // SAFETY: descriptors 3 (set up by our parent) and 0/1 are ours.
-            Listener::Fd3 => {
-                let fd = unsafe { OwnedFd::from_raw_fd(3) };
-                let w = fd.try_clone()?;
-                serve(fd, w)
-            }
-            Listener::Stdio => unsafe { serve(OwnedFd::from_raw_fd(0), OwnedFd::from_raw_fd(1)) },
+            None
         }
     }
-}
 
-/// Readiness: the line the bench waits for before it connects, printed
-/// once the listener is bound.
-pub fn ready(addr: &str) {
-    let mut out = io::stdout().lock();
-    let _ = writeln!(out, "ready {addr}");
-    let _ = out.flush();
+    /// The same, for the systems that need one.
+    fn needs_listen(&self) -> io::Result<Listen> {
+        self.listen()
+            .ok_or_else(|| io::Error::other("one of --unix, --tcp, --fd3, --stdio is needed"))
+    }
 }
 
 /// `bench-peer`'s main.
 pub fn main() {
     let args = Args::parse();
     let r = match args.system.as_str() {
-        "floor" => Listener::from_args(&args).and_then(|l| systems::floor::serve(l, args.spin)),
-        "hubwire" => systems::hubwire::serve(&args),
-        "http1" => systems::http::serve(&args),
-        "tonic" => systems::grpc::serve(&args),
-        "jsonrpc" => systems::jsonrpc::serve(),
-        "spawn-echo" => systems::spawn::serve(),
-        "ipc-bytes" => systems::ipc::serve(&args, false),
-        "ipc-serde" => systems::ipc::serve(&args, true),
+        "floor" => args.needs_listen().and_then(|l| floor::serve(l, args.spin)),
+        "hubwire" => hubwire::serve(args.listen(), &args.wait),
+        "http1" => args.needs_listen().and_then(http::serve),
+        "tonic" => args.needs_listen().and_then(grpc::serve),
+        "jsonrpc" => jsonrpc::serve(),
+        "spawn-echo" => spawn::serve(),
+        "ipc-bytes" => ipc::serve(args.ipc.as_deref(), false),
+        "ipc-serde" => ipc::serve(args.ipc.as_deref(), true),
         other => Err(io::Error::other(format!("unknown system {other:?}"))),
     };
     if let Err(e) = r {

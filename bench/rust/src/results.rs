@@ -1,5 +1,5 @@
-//! Rows, their ratios to the floor and to the best peer, the issue's
-//! targets, and the JSON results file.
+//! Rows, their ratios to the floor and to the best peer, the targets'
+//! verdicts, and the JSON results file.
 //!
 //! Every ratio compares wall-clock time per call (the inverse of
 //! throughput): below 1 is faster than the reference, above 1 slower.
@@ -7,10 +7,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::machine::Machine;
+use crate::model::{Job, Mode, Role, System, Transport};
 use crate::runner::Measurement;
-use crate::scenario::{Job, Mode, Transport};
 use crate::stats::Latency;
-use crate::systems::{Role, System};
 
 /// One measured (or failed) job.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -182,7 +181,7 @@ pub fn compute_ratios(rows: &mut [Row]) {
     }
 }
 
-/// One of the targets, checked against this run.
+/// One target (`targets.rs`), checked against this run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TargetCheck {
     /// What the target says.
@@ -198,7 +197,7 @@ pub struct TargetCheck {
 }
 
 /// Everything a run produced.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Results {
     /// Seconds since the epoch at the start.
     pub unix_time: u64,
@@ -212,7 +211,7 @@ pub struct Results {
     pub machine: Machine,
     /// Every job.
     pub rows: Vec<Row>,
-    /// The targets.
+    /// The targets (`targets.rs`), checked.
     pub targets: Vec<TargetCheck>,
 }
 

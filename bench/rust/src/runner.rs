@@ -1,18 +1,20 @@
-//! Measuring one job: the interfaces every system implements, and the
-//! timing loops shared by all of them.
+//! Measuring one job: the server-side interface every system implements,
+//! and how each mode is measured.
 //!
 //! A system starts a [`Target`] (its server side: a process, a thread, a
-//! hub) and opens [`Client`]s on it. The loops here time the calls: every
-//! call on its own in sequential mode (percentiles), the whole batch when
-//! pipelined, each client's calls when parallel. CPU time is read around
-//! the measured part only, never the warm-up.
+//! hub) and opens [`Client`]s on it. Here the calls are timed: every call
+//! on its own in sequential mode (percentiles, through the client's
+//! [`Client::sequential`], the one timed loop, in `client.rs`), the whole
+//! batch when pipelined, each client's calls when parallel. CPU time is
+//! read around the measured part only, never the warm-up.
 
 use std::io;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+use crate::client::Client;
 use crate::cpu;
-use crate::scenario::{Job, Mode};
+use crate::model::{Job, Mode};
 use crate::stats::{latency, Latency};
 
 /// How long to warm up and measure each job.
@@ -37,42 +39,6 @@ pub struct Measurement {
     pub cpu: Duration,
     /// Per-call latency (sequential and parallel modes).
     pub latency: Option<Latency>,
-}
-
-/// One connection's client side.
-pub trait Client: Send {
-    /// One round trip of the job's payload; checks the answer's size.
-    fn call(&mut self) -> io::Result<()>;
-
-    /// Round trips one at a time until `until` or `max` calls, pushing each
-    /// one's duration (ns) to `lat`. Async clients override this to stay
-    /// inside their runtime for the whole loop.
-    fn sequential(&mut self, until: Instant, max: u64, lat: &mut Vec<u32>) -> io::Result<()> {
-        let mut t0 = Instant::now();
-        for _ in 0..max {
-            self.call()?;
-            let t1 = Instant::now();
-            lat.push(ns(t1 - t0));
-            if t1 >= until {
-                break;
-            }
-            t0 = t1;
-        }
-        Ok(())
-    }
-
-    /// `calls` round trips with `window` of them in flight at once.
-    fn pipeline(&mut self, _window: usize, _calls: u64) -> io::Result<()> {
-        Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "this client does not pipeline",
-        ))
-    }
-}
-
-/// A duration in ns, saturating at `u32::MAX` (4.3 s).
-pub fn ns(d: Duration) -> u32 {
-    d.as_nanos().min(u32::MAX as u128) as u32
 }
 
 /// The server side of a job, running; stopped when dropped.
@@ -327,16 +293,4 @@ fn parallel<T: Target + ?Sized>(
         cpu,
         latency: latency(&mut all),
     })
-}
-
-/// Fails unless an answer has the size sent.
-pub fn check_len(got: usize, sent: usize) -> io::Result<()> {
-    if got == sent {
-        Ok(())
-    } else {
-        Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("answer of {got} bytes to a call of {sent}"),
-        ))
-    }
 }

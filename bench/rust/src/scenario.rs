@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use crate::model::{Encoding, Job, Mode, System, Transport};
 use crate::payload::{Payload, PayloadSpec};
-use crate::systems::System;
 
 /// How calls are issued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -24,94 +24,6 @@ pub enum ModeKind {
     Pipelined,
     /// N clients, each with its own connection and one call in flight.
     Parallel,
-}
-
-/// A mode with its parameter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// One call in flight.
-    Sequential,
-    /// `window` calls in flight.
-    Pipelined { window: usize },
-    /// `clients` connections at once.
-    Parallel { clients: usize },
-}
-
-impl Mode {
-    /// The mode's name and parameter as the tables print them.
-    pub fn label(self) -> String {
-        match self {
-            Mode::Sequential => "sequential".into(),
-            Mode::Pipelined { window } => format!("window {window}"),
-            Mode::Parallel { clients } => format!("{clients} clients"),
-        }
-    }
-}
-
-/// How a payload crosses the wire.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Encoding {
-    /// The payload's bytes, no serialization.
-    Raw,
-    /// The payload as a value, MessagePack (for ipc-channel: its bincode).
-    Msgpack,
-    /// The payload as a value, JSON.
-    Json,
-}
-
-impl Encoding {
-    /// Lowercase name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Encoding::Raw => "raw",
-            Encoding::Msgpack => "msgpack",
-            Encoding::Json => "json",
-        }
-    }
-}
-
-/// Where the two sides are.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Transport {
-    /// Two threads of the bench process.
-    Inproc,
-    /// A child process on a socketpair (hubwire's child transport).
-    Child,
-    /// A child process on its stdin and stdout pipes.
-    Pipe,
-    /// A Unix stream socket to another process.
-    Unix,
-    /// TCP over loopback to another process.
-    Tcp,
-    /// Through the hubwire hub: client → hub → provider (a hub child).
-    Hub,
-}
-
-impl Transport {
-    /// Lowercase name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Transport::Inproc => "inproc",
-            Transport::Child => "child",
-            Transport::Pipe => "pipe",
-            Transport::Unix => "unix",
-            Transport::Tcp => "tcp",
-            Transport::Hub => "hub",
-        }
-    }
-
-    /// The transport whose hand-written echo is this one's floor. Through
-    /// the hub, that is the client's hop: a Unix socket.
-    pub fn floor(self) -> Transport {
-        match self {
-            Transport::Hub => Transport::Unix,
-            t => t,
-        }
-    }
 }
 
 /// One scenario file as written.
@@ -145,38 +57,6 @@ pub struct Scenario {
     pub name: String,
     /// The file's contents.
     pub file: ScenarioFile,
-}
-
-/// One measurement to make.
-#[derive(Clone)]
-pub struct Job {
-    /// The scenario it belongs to.
-    pub scenario: String,
-    /// What is measured.
-    pub system: System,
-    /// Where.
-    pub transport: Transport,
-    /// What is sent.
-    pub payload: Arc<Payload>,
-    /// How it is encoded.
-    pub encoding: Encoding,
-    /// How calls are issued.
-    pub mode: Mode,
-}
-
-impl Job {
-    /// A stable key for comparing runs: scenario/system/transport/payload/encoding/mode.
-    pub fn key(&self) -> String {
-        format!(
-            "{}/{}/{}/{}/{}/{}",
-            self.scenario,
-            self.system.name(),
-            self.transport.name(),
-            self.payload.name,
-            self.encoding.name(),
-            self.mode.label().replace(' ', "")
-        )
-    }
 }
 
 /// The payloads of `payloads.toml`, by name.

@@ -208,6 +208,7 @@ pub fn report(res: &Results, scenarios: &[Scenario], charts: &[(&str, &str)]) ->
     let mut s = header(res);
     s.push_str("\n#### Targets\n\n");
     s.push_str(&targets(res));
+    let _ = writeln!(s, "\n{}", crate::targets::sources());
     s.push_str("\nRatios are wall-clock time per call against the reference row of the same run: below 1 is faster. The floor is the hand-written echo on the same transport (the spinning one for spinning rows; through the hub, the Unix socket's); the best peer is the fastest non-hubwire, non-floor row of the same scenario, payload and mode.\n\n");
     for (file, title) in charts {
         let _ = writeln!(s, "![{title}]({file})\n");

@@ -11,8 +11,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
+use crate::model::Transport;
 use crate::peer::{bench_peer, Peer, TempDir};
-use crate::scenario::Transport;
 
 /// Where a listening peer is.
 #[derive(Clone, Debug)]
@@ -48,9 +48,16 @@ pub struct Listening {
 impl Listening {
     /// Starts `bench-peer <args…> --unix <path>` or `--tcp 127.0.0.1:0`.
     pub fn start(args: &[&str], transport: Transport) -> io::Result<Listening> {
-        let dir = TempDir::new()?;
         let mut cmd = Command::new(bench_peer()?);
         cmd.args(args);
+        Listening::spawn(cmd, transport)
+    }
+
+    /// Starts `cmd --unix <path>` or `cmd --tcp 127.0.0.1:0` and waits for
+    /// its `ready <address>` line: `bench-peer`, or another program that
+    /// takes the same flags (grpc-go's: Go's flags take two dashes too).
+    pub fn spawn(mut cmd: Command, transport: Transport) -> io::Result<Listening> {
+        let dir = TempDir::new()?;
         match transport {
             Transport::Unix => cmd.arg("--unix").arg(dir.join("peer.sock")),
             Transport::Tcp => cmd.args(["--tcp", "127.0.0.1:0"]),

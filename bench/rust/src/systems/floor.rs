@@ -10,10 +10,12 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use super::endpoint::{spawn_socketpair, spawn_stdio, Children, Listening};
+use crate::client::{check_len, run_sync, send_ahead, Client};
 use crate::frame_io::{FrameIo, SPIN};
+use crate::model::{Job, Transport};
 use crate::peer::Peer;
-use crate::runner::{check_len, Client, Target};
-use crate::scenario::{Job, Transport};
+use crate::runner::Target;
+use crate::serve::Listen;
 
 /// Starts the floor's server side for `job`.
 pub fn start(job: &Job, spin: bool) -> io::Result<Box<dyn Target>> {
@@ -113,8 +115,8 @@ impl Client for FloorClient {
 }
 
 /// The server loop of `bench-peer floor`: one thread per connection.
-pub fn serve(listener: crate::peer_main::Listener, spin: bool) -> io::Result<()> {
-    listener.for_each(move |r, w| FrameIo::new(r, w, spin)?.serve())
+pub fn serve(listen: Listen, spin: bool) -> io::Result<()> {
+    listen.serve_blocking(move |r, w| FrameIo::new(r, w, spin)?.serve())
 }
 
 /// In process: the client thread and an echo thread, over two channels.
@@ -191,16 +193,11 @@ impl Client for ChannelClient {
     }
 
     fn pipeline(&mut self, window: usize, calls: u64) -> io::Result<()> {
-        let first = (window as u64).min(calls);
-        for _ in 0..first {
-            self.send()?;
-        }
-        for i in 0..calls {
-            self.answer()?;
-            if i + first < calls {
-                self.send()?;
-            }
-        }
-        Ok(())
+        run_sync(send_ahead(
+            window,
+            calls,
+            async || self.send(),
+            async || self.answer(),
+        ))
     }
 }

@@ -5,9 +5,6 @@
 //! runtime, like hubwire's (on two CPUs that is tonic's fastest setup).
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::Bytes;
 use hyper_util::rt::TokioIo;
@@ -17,9 +14,10 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status, Streaming};
 
 use super::endpoint::{Addr, Listening};
-use crate::peer_main::{ready, Args};
-use crate::runner::{check_len, ns, Client, Target};
-use crate::scenario::Job;
+use crate::client::{check_len, in_tasks, runtime, send_ahead, AsyncClient, Client, OnRuntime};
+use crate::model::Job;
+use crate::runner::Target;
+use crate::serve::{Listen, ServeConnection};
 
 include!(concat!(env!("OUT_DIR"), "/bench.Echo.rs"));
 
@@ -29,12 +27,6 @@ pub struct Blob {
     /// The payload.
     #[prost(bytes = "bytes", tag = "1")]
     pub data: Bytes,
-}
-
-fn runtime() -> io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
 }
 
 struct Echo;
@@ -60,42 +52,24 @@ impl echo_server::Echo for Echo {
 /// connection per task: tonic's generated service on hyper, which is what
 /// `tonic::transport::Server` runs (without its router, which would pull
 /// in axum for one service).
-pub fn serve(args: &Args) -> io::Result<()> {
-    runtime()?.block_on(async {
-        let service = echo_server::EchoServer::new(Echo);
-        if let Some(p) = &args.unix {
-            let _ = std::fs::remove_file(p);
-            let l = tokio::net::UnixListener::bind(p)?;
-            ready(&p.display().to_string());
-            loop {
-                let (s, _) = l.accept().await?;
-                tokio::spawn(serve_connection(s, service.clone()));
-            }
-        } else if let Some(a) = &args.tcp {
-            let l = tokio::net::TcpListener::bind(a).await?;
-            ready(&l.local_addr()?.to_string());
-            loop {
-                let (s, _) = l.accept().await?;
-                s.set_nodelay(true)?;
-                tokio::spawn(serve_connection(s, service.clone()));
-            }
-        } else {
-            Err(io::Error::other("tonic needs --unix or --tcp"))
-        }
-    })
+pub fn serve(listen: Listen) -> io::Result<()> {
+    runtime()?.block_on(listen.serve_tokio(echo_server::EchoServer::new(Echo)))
 }
 
-async fn serve_connection<S>(s: S, service: echo_server::EchoServer<Echo>)
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let builder = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
-    let _ = builder
-        .serve_connection(
-            TokioIo::new(s),
-            hyper_util::service::TowerToHyperService::new(service),
-        )
-        .await;
+impl ServeConnection for echo_server::EchoServer<Echo> {
+    async fn serve<S>(self, s: S)
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let builder =
+            hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+        let _ = builder
+            .serve_connection(
+                TokioIo::new(s),
+                hyper_util::service::TowerToHyperService::new(self),
+            )
+            .await;
+    }
 }
 
 /// Starts `bench-peer tonic`; clients make unary calls or use one stream.
@@ -154,14 +128,15 @@ impl Target for Tonic {
         } else {
             None
         };
-        Ok(Box::new(TonicClient {
+        let payload = self.payload.clone();
+        Ok(OnRuntime::boxed(
             rt,
-            s: Conn {
+            TonicClient {
                 client,
                 stream,
-                payload: self.payload.clone(),
+                payload,
             },
-        }))
+        ))
     }
 
     fn peers(&self) -> Vec<u32> {
@@ -170,11 +145,6 @@ impl Target for Tonic {
 }
 
 struct TonicClient {
-    rt: tokio::runtime::Runtime,
-    s: Conn,
-}
-
-struct Conn {
     client: echo_client::EchoClient<Channel>,
     stream: Option<(mpsc::Sender<Blob>, Streaming<Blob>)>,
     payload: Bytes,
@@ -208,8 +178,8 @@ async fn answer(answers: &mut Streaming<Blob>, payload: &Bytes) -> io::Result<()
     check_len(out.data.len(), payload.len())
 }
 
-impl Conn {
-    async fn one(&mut self) -> io::Result<()> {
+impl AsyncClient for TonicClient {
+    async fn call(&mut self) -> io::Result<()> {
         match &mut self.stream {
             Some((tx, answers)) => {
                 send(tx, &self.payload).await?;
@@ -218,67 +188,28 @@ impl Conn {
             None => unary(&mut self.client, &self.payload).await,
         }
     }
-}
-
-impl Client for TonicClient {
-    fn call(&mut self) -> io::Result<()> {
-        self.rt.block_on(self.s.one())
-    }
-
-    fn sequential(&mut self, until: Instant, max: u64, lat: &mut Vec<u32>) -> io::Result<()> {
-        let s = &mut self.s;
-        self.rt.block_on(async {
-            let mut t0 = Instant::now();
-            for _ in 0..max {
-                s.one().await?;
-                let t1 = Instant::now();
-                lat.push(ns(t1 - t0));
-                if t1 >= until {
-                    break;
-                }
-                t0 = t1;
-            }
-            Ok(())
-        })
-    }
 
     /// Unary: `window` tasks sharing the channel (HTTP/2 multiplexes
     /// them). Stream: `window` messages ahead of the answers.
-    fn pipeline(&mut self, window: usize, calls: u64) -> io::Result<()> {
-        let (rt, s) = (&self.rt, &mut self.s);
-        let payload = s.payload.clone();
-        match &mut s.stream {
-            Some((tx, answers)) => rt.block_on(async {
-                let first = (window as u64).min(calls);
-                for _ in 0..first {
-                    send(tx, &payload).await?;
-                }
-                for i in 0..calls {
-                    answer(answers, &payload).await?;
-                    if i + first < calls {
-                        send(tx, &payload).await?;
-                    }
-                }
-                Ok(())
-            }),
-            None => rt.block_on(async {
-                let next = Arc::new(AtomicU64::new(0));
-                let mut tasks = tokio::task::JoinSet::new();
-                for _ in 0..window {
-                    let (mut client, payload, next) =
-                        (s.client.clone(), payload.clone(), next.clone());
-                    tasks.spawn(async move {
-                        while next.fetch_add(1, Ordering::Relaxed) < calls {
+    async fn pipeline(&mut self, window: usize, calls: u64) -> io::Result<()> {
+        let payload = &self.payload;
+        match &mut self.stream {
+            Some((tx, answers)) => {
+                let send = async || send(tx, payload).await;
+                send_ahead(window, calls, send, async || answer(answers, payload).await).await
+            }
+            None => {
+                in_tasks(window, calls, |share| {
+                    let (mut client, payload) = (self.client.clone(), payload.clone());
+                    async move {
+                        while share.claim() {
                             unary(&mut client, &payload).await?;
                         }
-                        Ok::<_, io::Error>(())
-                    });
-                }
-                while let Some(r) = tasks.join_next().await {
-                    r.map_err(io::Error::other)??;
-                }
-                Ok(())
-            }),
+                        Ok(())
+                    }
+                })
+                .await
+            }
         }
     }
 }

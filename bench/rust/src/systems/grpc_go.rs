@@ -4,51 +4,37 @@
 //! and reads the report.
 
 use std::io;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde::Deserialize;
 
-use super::endpoint::Addr;
-use super::Context;
-use crate::peer::{Peer, TempDir};
-use crate::runner::{Budget, Client, Measurement, Target};
-use crate::scenario::{Job, Mode, Transport};
+use super::endpoint::{Addr, Listening};
+use crate::client::Client;
+use crate::model::{Job, Mode};
+use crate::runner::{Budget, Measurement, Target};
 use crate::stats::Latency;
 
 /// Starts `grpcbench server`.
-pub fn start(job: &Job, ctx: &Context, stream: bool) -> io::Result<Box<dyn Target>> {
-    let exe = ctx.grpc_go.clone().ok_or_else(|| {
+pub fn start(job: &Job, exe: Option<&Path>, stream: bool) -> io::Result<Box<dyn Target>> {
+    let exe = exe.map(Path::to_path_buf).ok_or_else(|| {
         io::Error::other("grpc-go bench program not built (make bench-deps, or pass --grpc-go)")
     })?;
-    let dir = TempDir::new()?;
     let mut cmd = Command::new(&exe);
     cmd.arg("server");
-    match job.transport {
-        Transport::Unix => cmd.arg("-unix").arg(dir.join("grpc.sock")),
-        _ => cmd.args(["-tcp", "127.0.0.1:0"]),
-    };
-    let server = Peer::listening(cmd)?;
-    let addr = match job.transport {
-        Transport::Unix => Addr::Unix(server.address.clone().into()),
-        _ => Addr::Tcp(server.address.clone()),
-    };
     Ok(Box::new(GoGrpc {
         exe,
-        server,
-        addr,
+        server: Listening::spawn(cmd, job.transport)?,
         stream,
         size: job.payload.len(),
-        _dir: dir,
     }))
 }
 
 struct GoGrpc {
-    exe: std::path::PathBuf,
-    server: Peer,
-    addr: Addr,
+    exe: PathBuf,
+    server: Listening,
     stream: bool,
     size: usize,
-    _dir: TempDir,
 }
 
 /// What `grpcbench client` prints.
@@ -80,7 +66,7 @@ impl Target for GoGrpc {
     }
 
     fn measure(&self, job: &Job, budget: &Budget) -> io::Result<Measurement> {
-        let (network, address) = match &self.addr {
+        let (network, address) = match &self.server.addr {
             Addr::Unix(p) => ("unix", p.display().to_string()),
             Addr::Tcp(a) => ("tcp", a.clone()),
         };

@@ -4,7 +4,7 @@
 
 use std::convert::Infallible;
 use std::io;
-use std::time::Instant;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -14,18 +14,11 @@ use hyper_util::rt::TokioIo;
 use serde_json::Value;
 
 use super::endpoint::{Addr, Listening};
-use super::hubwire::shape;
-use crate::payload::Payload;
-use crate::peer_main::{ready, Args};
-use crate::runner::{check_len, ns, Client, Target};
-use crate::scenario::{Encoding, Job};
-use std::sync::Arc;
-
-fn runtime() -> io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-}
+use crate::client::{check_len, runtime, AsyncClient, Client, OnRuntime};
+use crate::model::{Encoding, Job};
+use crate::payload::{shape, Payload};
+use crate::runner::Target;
+use crate::serve::{Listen, ServeConnection};
 
 /// Starts `bench-peer http1`.
 pub fn start(job: &Job) -> io::Result<Box<dyn Target>> {
@@ -55,12 +48,15 @@ impl Target for Server {
                 }
             }
         })?;
-        Ok(Box::new(HttpClient {
+        let (payload, json) = (self.payload.clone(), self.json);
+        Ok(OnRuntime::boxed(
             rt,
-            sender,
-            payload: self.payload.clone(),
-            json: self.json,
-        }))
+            HttpClient {
+                sender,
+                payload,
+                json,
+            },
+        ))
     }
 
     fn peers(&self) -> Vec<u32> {
@@ -83,7 +79,6 @@ where
 type SendRequest = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
 
 struct HttpClient {
-    rt: tokio::runtime::Runtime,
     sender: SendRequest,
     payload: Arc<Payload>,
     json: bool,
@@ -122,27 +117,9 @@ async fn post(sender: &mut SendRequest, payload: &Payload, json: bool) -> io::Re
     }
 }
 
-impl Client for HttpClient {
-    fn call(&mut self) -> io::Result<()> {
-        self.rt
-            .block_on(post(&mut self.sender, &self.payload, self.json))
-    }
-
-    fn sequential(&mut self, until: Instant, max: u64, lat: &mut Vec<u32>) -> io::Result<()> {
-        let (sender, payload, json) = (&mut self.sender, &self.payload, self.json);
-        self.rt.block_on(async {
-            let mut t0 = Instant::now();
-            for _ in 0..max {
-                post(sender, payload, json).await?;
-                let t1 = Instant::now();
-                lat.push(ns(t1 - t0));
-                if t1 >= until {
-                    break;
-                }
-                t0 = t1;
-            }
-            Ok(())
-        })
+impl AsyncClient for HttpClient {
+    async fn call(&mut self) -> io::Result<()> {
+        post(&mut self.sender, &self.payload, self.json).await
     }
 }
 
@@ -177,31 +154,22 @@ async fn echo(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallibl
 }
 
 /// `bench-peer http1`: an echo server, one task per connection.
-pub fn serve(args: &Args) -> io::Result<()> {
-    runtime()?.block_on(async {
-        let builder = hyper::server::conn::http1::Builder::new();
-        if let Some(p) = &args.unix {
-            let _ = std::fs::remove_file(p);
-            let l = tokio::net::UnixListener::bind(p)?;
-            ready(&p.display().to_string());
-            loop {
-                let (s, _) = l.accept().await?;
-                let conn =
-                    builder.serve_connection(TokioIo::new(s), hyper::service::service_fn(echo));
-                tokio::spawn(conn);
-            }
-        } else if let Some(a) = &args.tcp {
-            let l = tokio::net::TcpListener::bind(a).await?;
-            ready(&l.local_addr()?.to_string());
-            loop {
-                let (s, _) = l.accept().await?;
-                s.set_nodelay(true)?;
-                let conn =
-                    builder.serve_connection(TokioIo::new(s), hyper::service::service_fn(echo));
-                tokio::spawn(conn);
-            }
-        } else {
-            Err(io::Error::other("http1 needs --unix or --tcp"))
-        }
-    })
+pub fn serve(listen: Listen) -> io::Result<()> {
+    runtime()?.block_on(listen.serve_tokio(EchoServer(hyper::server::conn::http1::Builder::new())))
+}
+
+/// hyper's HTTP/1.1 server with `echo` as its service.
+#[derive(Clone)]
+struct EchoServer(hyper::server::conn::http1::Builder);
+
+impl ServeConnection for EchoServer {
+    async fn serve<S>(self, s: S)
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let _ = self
+            .0
+            .serve_connection(TokioIo::new(s), hyper::service::service_fn(echo))
+            .await;
+    }
 }

@@ -4,30 +4,22 @@
 //! three counts.
 
 use std::io;
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::endpoint::Addr;
-use super::hubwire::Remote;
-use super::{Context, System};
+use super::hubwire::{job_wait_mode, Remote};
+use crate::client::{runtime, Client};
 use crate::cpu;
+use crate::model::Job;
 use crate::peer::{bench_peer, Peer, TempDir};
-use crate::runner::{Client, Target};
-use crate::scenario::Job;
+use crate::runner::Target;
 
 /// Writes a hub config, starts `hubwire hub`, waits for its socket.
-pub fn start(job: &Job, ctx: &Context, system: System) -> io::Result<Box<dyn Target>> {
-    let (wait, mode) = match system {
-        System::HubwireEfficient => (hubwire::WaitMode::Efficient, "efficient"),
-        System::HubwireLowLatency => (hubwire::WaitMode::low_latency(), "low-latency"),
-        s => {
-            return Err(io::Error::other(format!(
-                "{} does not run through the hub",
-                s.name()
-            )))
-        }
-    };
-    let exe = ctx.hub.clone().ok_or_else(|| {
+pub fn start(job: &Job, exe: Option<&Path>) -> io::Result<Box<dyn Target>> {
+    let (mode, wait) = job_wait_mode(job)?;
+    let exe = exe.ok_or_else(|| {
         io::Error::other("hub not available: no `hubwire` executable beside hubwire-bench (build hubwire-hub, or pass --hub)")
     })?;
     let dir = TempDir::new()?;
@@ -41,7 +33,7 @@ pub fn start(job: &Job, ctx: &Context, system: System) -> io::Result<Box<dyn Tar
     );
     std::fs::write(&config, toml)?;
     // Warnings and errors only: its info lines would break the progress bar.
-    let child = Command::new(&exe)
+    let child = Command::new(exe)
         .arg("hub")
         .arg("--config")
         .arg(&config)
@@ -71,10 +63,8 @@ pub fn start(job: &Job, ctx: &Context, system: System) -> io::Result<Box<dyn Tar
 
 /// Dials the hub until its HELLO offers `echo`: the hub listens before
 /// its providers have finished their own handshakes.
-fn wait_for_provider(sock: &std::path::Path, t0: Instant) -> io::Result<()> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+fn wait_for_provider(sock: &Path, t0: Instant) -> io::Result<()> {
+    let rt = runtime()?;
     loop {
         let offered = rt.block_on(async {
             let t = hubwire::transport::unix::connect(sock).await?;

@@ -4,18 +4,17 @@
 //! loops run inside one `block_on`, as an application's would.
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 use hubwire::{CallOptions, Codec, ConnectionOptions, Connection, Provider, Raw, WaitMode};
 use serde_json::Value;
 
 use super::endpoint::{Addr, Children, Listening};
-use crate::payload::{Msg, Payload, Structured};
-use crate::peer_main::{ready, Args};
-use crate::runner::{check_len, ns, Client, Target};
-use crate::scenario::{Encoding, Job, Transport};
+use crate::client::{check_len, in_tasks, runtime, AsyncClient, Client, OnRuntime};
+use crate::model::{Encoding, Job, Transport};
+use crate::payload::{shape, Msg, Payload, Structured};
+use crate::runner::Target;
+use crate::serve::{ready, Listen};
 
 /// The methods every hubwire server in the bench offers.
 pub fn provider() -> Provider {
@@ -25,6 +24,7 @@ pub fn provider() -> Provider {
         .unary("echo_msg", |_ctx, x: Msg| async move { Ok(x) })
 }
 
+/// The wait mode `name`s (`--wait`).
 fn wait_mode(name: &str) -> io::Result<WaitMode> {
     match name {
         "efficient" => Ok(WaitMode::Efficient),
@@ -35,10 +35,13 @@ fn wait_mode(name: &str) -> io::Result<WaitMode> {
     }
 }
 
-fn runtime() -> io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
+/// A hubwire job's wait mode, by name
+/// ([`System::wait_mode`](crate::model::System::wait_mode)) and as hubwire's.
+pub fn job_wait_mode(job: &Job) -> io::Result<(&'static str, WaitMode)> {
+    let name = job.system.wait_mode().ok_or_else(|| {
+        io::Error::other(format!("{} is not a hubwire system", job.system.name()))
+    })?;
+    Ok((name, wait_mode(name)?))
 }
 
 fn err(e: hubwire::Error) -> io::Error {
@@ -46,27 +49,31 @@ fn err(e: hubwire::Error) -> io::Error {
 }
 
 /// `bench-peer hubwire`: serves `provider()` on a Unix socket, TCP, or to
-/// the parent (fd 3).
-pub fn serve(args: &Args) -> io::Result<()> {
-    let config = ConnectionOptions::new("bench").wait(wait_mode(&args.wait)?);
+/// the parent (hubwire's child transport) when `listen` is neither, in
+/// wait mode `wait`. hubwire has its own listeners, so this does not use
+/// the accept loops of `serve.rs`.
+pub fn serve(listen: Option<Listen>, wait: &str) -> io::Result<()> {
+    let config = ConnectionOptions::new("bench").wait(wait_mode(wait)?);
     runtime()?.block_on(async move {
-        if let Some(p) = &args.unix {
-            let l = hubwire::transport::unix::UnixListener::bind(p)?;
-            ready(&p.display().to_string());
-            provider().serve(l, config).await
-        } else if let Some(a) = &args.tcp {
-            let l = hubwire::transport::tcp::TcpListener::bind(a.as_str()).await?;
-            ready(&l.local_addr()?.to_string());
-            provider().serve(l, config).await
-        } else {
-            provider().serve_child(config).await.map_err(err)
+        match listen {
+            Some(Listen::Unix(p)) => {
+                let l = hubwire::transport::unix::UnixListener::bind(&p)?;
+                ready(&p.display().to_string());
+                provider().serve(l, config).await
+            }
+            Some(Listen::Tcp(a)) => {
+                let l = hubwire::transport::tcp::TcpListener::bind(a.as_str()).await?;
+                ready(&l.local_addr()?.to_string());
+                provider().serve(l, config).await
+            }
+            _ => provider().serve_child(config).await.map_err(err),
         }
     })
 }
 
 /// Starts the hubwire server side for `job` (the hub's is in `hub.rs`).
-pub fn start(job: &Job, mode: &str) -> io::Result<Box<dyn Target>> {
-    let wait = wait_mode(mode)?;
+pub fn start(job: &Job) -> io::Result<Box<dyn Target>> {
+    let (mode, wait) = job_wait_mode(job)?;
     let payload = job.payload.clone();
     let encoding = job.encoding;
     Ok(match job.transport {
@@ -82,7 +89,7 @@ pub fn start(job: &Job, mode: &str) -> io::Result<Box<dyn Target>> {
             })
         }
         Transport::Child => Box::new(PerChild {
-            mode: mode.to_string(),
+            mode,
             wait,
             payload,
             encoding,
@@ -146,13 +153,7 @@ impl Target for Remote {
                 }
             }
         })?;
-        Ok(Box::new(HubwireClient {
-            rt,
-            conn,
-            payload: self.payload.clone(),
-            encoding: self.encoding,
-            _keep: None,
-        }))
+        Ok(client(rt, conn, &self.payload, self.encoding, None))
     }
 
     fn peers(&self) -> Vec<u32> {
@@ -162,7 +163,7 @@ impl Target for Remote {
 
 /// A `bench-peer hubwire` child per connection, on hubwire's child transport.
 struct PerChild {
-    mode: String,
+    mode: &'static str,
     wait: WaitMode,
     payload: Arc<Payload>,
     encoding: Encoding,
@@ -174,7 +175,7 @@ impl Target for PerChild {
         let rt = runtime()?;
         let (conn, child) = rt.block_on(async {
             let mut cmd = tokio::process::Command::new(crate::peer::bench_peer()?);
-            cmd.args(["hubwire", "--wait", &self.mode])
+            cmd.args(["hubwire", "--wait", self.mode])
                 .kill_on_drop(true);
             let (t, child) = hubwire::transport::child::spawn(
                 cmd,
@@ -188,13 +189,13 @@ impl Target for PerChild {
         if let Some(pid) = child.id() {
             self.children.add(pid);
         }
-        Ok(Box::new(HubwireClient {
+        Ok(client(
             rt,
             conn,
-            payload: self.payload.clone(),
-            encoding: self.encoding,
-            _keep: Some(Box::new(child)),
-        }))
+            &self.payload,
+            self.encoding,
+            Some(Box::new(child)),
+        ))
     }
 
     fn peers(&self) -> Vec<u32> {
@@ -228,13 +229,7 @@ impl Target for InProc {
                 &ConnectionOptions::new("bench-client").wait(self.wait),
             ))
             .map_err(err)?;
-        Ok(Box::new(HubwireClient {
-            rt,
-            conn,
-            payload: self.payload.clone(),
-            encoding: self.encoding,
-            _keep: None,
-        }))
+        Ok(client(rt, conn, &self.payload, self.encoding, None))
     }
 
     fn peers(&self) -> Vec<u32> {
@@ -242,8 +237,27 @@ impl Target for InProc {
     }
 }
 
-struct HubwireClient {
+/// One connection's client side, on the runtime it was dialled on.
+fn client(
     rt: tokio::runtime::Runtime,
+    conn: Connection,
+    payload: &Arc<Payload>,
+    encoding: Encoding,
+    keep: Option<Box<dyn Send>>,
+) -> Box<dyn Client> {
+    let payload = payload.clone();
+    OnRuntime::boxed(
+        rt,
+        HubwireClient {
+            conn,
+            payload,
+            encoding,
+            _keep: keep,
+        },
+    )
+}
+
+struct HubwireClient {
     conn: Connection,
     payload: Arc<Payload>,
     encoding: Encoding,
@@ -277,62 +291,23 @@ async fn call(conn: &Connection, payload: &Payload, encoding: Encoding) -> io::R
     }
 }
 
-/// A cheap stand-in for equality: the length of a document's top level.
-pub fn shape(v: &Value) -> usize {
-    match v {
-        Value::Array(a) => a.len(),
-        Value::Object(o) => o.len(),
-        Value::String(s) => s.len(),
-        _ => 1,
-    }
-}
-
-impl Client for HubwireClient {
-    fn call(&mut self) -> io::Result<()> {
-        self.rt
-            .block_on(call(&self.conn, &self.payload, self.encoding))
+impl AsyncClient for HubwireClient {
+    async fn call(&mut self) -> io::Result<()> {
+        call(&self.conn, &self.payload, self.encoding).await
     }
 
-    fn sequential(&mut self, until: Instant, max: u64, lat: &mut Vec<u32>) -> io::Result<()> {
-        let (conn, payload, encoding) = (&self.conn, &self.payload, self.encoding);
-        self.rt.block_on(async {
-            let mut t0 = Instant::now();
-            for _ in 0..max {
-                call(conn, payload, encoding).await?;
-                let t1 = Instant::now();
-                lat.push(ns(t1 - t0));
-                if t1 >= until {
-                    break;
+    /// `window` tasks sharing the connection.
+    async fn pipeline(&mut self, window: usize, calls: u64) -> io::Result<()> {
+        in_tasks(window, calls, |share| {
+            let (conn, payload, encoding) =
+                (self.conn.clone(), self.payload.clone(), self.encoding);
+            async move {
+                while share.claim() {
+                    call(&conn, &payload, encoding).await?;
                 }
-                t0 = t1;
+                Ok(())
             }
-            Ok(())
         })
-    }
-
-    /// `window` tasks, each calling until `calls` have been started.
-    fn pipeline(&mut self, window: usize, calls: u64) -> io::Result<()> {
-        let next = Arc::new(AtomicU64::new(0));
-        self.rt.block_on(async {
-            let mut tasks = tokio::task::JoinSet::new();
-            for _ in 0..window {
-                let (conn, payload, encoding, next) = (
-                    self.conn.clone(),
-                    self.payload.clone(),
-                    self.encoding,
-                    next.clone(),
-                );
-                tasks.spawn(async move {
-                    while next.fetch_add(1, Ordering::Relaxed) < calls {
-                        call(&conn, &payload, encoding).await?;
-                    }
-                    Ok::<_, io::Error>(())
-                });
-            }
-            while let Some(r) = tasks.join_next().await {
-                r.map_err(io::Error::other)??;
-            }
-            Ok(())
-        })
+        .await
     }
 }

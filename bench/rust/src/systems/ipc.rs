@@ -14,11 +14,11 @@ use ipc_channel::ipc::{
 use serde::{Deserialize, Serialize};
 
 use super::endpoint::Children;
+use crate::client::{check_len, Client};
+use crate::model::Job;
 use crate::payload::{Msg, Structured};
 use crate::peer::{bench_peer, Peer};
-use crate::peer_main::Args;
-use crate::runner::{check_len, Client, Target};
-use crate::scenario::Job;
+use crate::runner::Target;
 
 /// The child's ends: where requests arrive, where answers go.
 #[derive(Serialize, Deserialize)]
@@ -182,12 +182,9 @@ impl Client for IpcClient {
 
 /// `bench-peer ipc-bytes|ipc-serde --ipc NAME`: connects to the parent's
 /// one-shot server, receives its ends, echoes until the parent goes away.
-pub fn serve(args: &Args, serde: bool) -> io::Result<()> {
-    let name = args
-        .ipc
-        .clone()
-        .ok_or_else(|| io::Error::other("--ipc NAME is needed"))?;
-    let boot = IpcSender::<IpcSender<Ends>>::connect(name)?;
+pub fn serve(name: Option<&str>, serde: bool) -> io::Result<()> {
+    let name = name.ok_or_else(|| io::Error::other("--ipc NAME is needed"))?;
+    let boot = IpcSender::<IpcSender<Ends>>::connect(name.to_string())?;
     let (tx, rx) = ipc::channel::<Ends>()?;
     boot.send(tx).map_err(err)?;
     match (rx.recv().map_err(err)?, serde) {

@@ -10,10 +10,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::endpoint::{spawn_stdio, Children};
-use super::hubwire::shape;
+use crate::client::{check_len, Client};
+use crate::model::Job;
+use crate::payload::shape;
 use crate::peer::Peer;
-use crate::runner::{check_len, Client, Target};
-use crate::scenario::Job;
+use crate::runner::Target;
 
 #[derive(Serialize, Deserialize)]
 struct Request {

@@ -6,9 +6,10 @@ use std::process::{Command, Stdio};
 
 use bytes::Bytes;
 
+use crate::client::{check_len, Client};
+use crate::model::Job;
 use crate::peer::bench_peer;
-use crate::runner::{check_len, Client, Target};
-use crate::scenario::Job;
+use crate::runner::Target;
 
 /// Nothing runs between calls; each call starts its own process.
 pub fn start(job: &Job) -> io::Result<Box<dyn Target>> {
