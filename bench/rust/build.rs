@@ -6,12 +6,8 @@
 
 fn main() {
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let version = std::process::Command::new(rustc)
-        .arg("-V")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .unwrap_or_default();
+    let version =
+        std::process::Command::new(rustc).arg("-V").output().ok().and_then(|o| String::from_utf8(o.stdout).ok()).unwrap_or_default();
     println!("cargo:rustc-env=BENCH_RUSTC_VERSION={}", version.trim());
     println!("cargo:rerun-if-changed=../../rust/Cargo.lock");
     let lock = std::fs::read_to_string("../../rust/Cargo.lock").unwrap_or_default();

@@ -84,11 +84,7 @@ pub struct Args {
 /// working directory) holding `bench/scenarios`.
 fn repo_root() -> Option<PathBuf> {
     let starts = [std::env::current_exe().ok(), std::env::current_dir().ok()];
-    starts.into_iter().flatten().find_map(|s| {
-        s.ancestors()
-            .find(|a| a.join("bench/scenarios").is_dir())
-            .map(Path::to_path_buf)
-    })
+    starts.into_iter().flatten().find_map(|s| s.ancestors().find(|a| a.join("bench/scenarios").is_dir()).map(Path::to_path_buf))
 }
 
 /// `path` in the repository, if the repository was found.
@@ -97,10 +93,7 @@ fn in_root(root: Option<&Path>, path: &str) -> Option<PathBuf> {
 }
 
 fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
 /// `hubwire-bench`'s main.
@@ -116,10 +109,8 @@ pub fn main() -> ExitCode {
 }
 
 /// The charts a run draws: file name and title.
-const CHARTS: [(&str, &str); 2] = [
-    ("latency-by-size.svg", "Round trip by payload size"),
-    ("throughput-by-window.svg", "Throughput by window"),
-];
+const CHARTS: [(&str, &str); 2] =
+    [("latency-by-size.svg", "Round trip by payload size"), ("throughput-by-window.svg", "Throughput by window")];
 
 /// Runs what `args` ask for; whether every row (or check) passed.
 fn run(args: Args) -> io::Result<bool> {
@@ -142,12 +133,7 @@ fn run(args: Args) -> io::Result<bool> {
     let t0 = Instant::now();
     measure(&mut res, &jobs, &ctx, &budget);
     write_results(&res, &scenarios, &out)?;
-    eprintln!(
-        "hubwire-bench: {} rows in {:.1} s; written to {}",
-        res.rows.len(),
-        t0.elapsed().as_secs_f64(),
-        out.display()
-    );
+    eprintln!("hubwire-bench: {} rows in {:.1} s; written to {}", res.rows.len(), t0.elapsed().as_secs_f64(), out.display());
     if let Some(old) = &args.compare {
         let old: Results = serde_json::from_slice(&std::fs::read(old)?)?;
         println!("{}", compare::compare(&old, &res));
@@ -180,9 +166,7 @@ fn select_jobs(args: &Args, root: Option<&Path>) -> io::Result<(Vec<Scenario>, V
 /// The results file `--check` reads; an unreadable one is reported and
 /// read as empty, so that every row fails (and the count still prints).
 fn read_results(file: &Path) -> Results {
-    let read = std::fs::read(file)
-        .map_err(|e| e.to_string())
-        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()));
+    let read = std::fs::read(file).map_err(|e| e.to_string()).and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()));
     read.unwrap_or_else(|e| {
         println!("FAIL {}: {e}", file.display());
         Results::default()
@@ -212,25 +196,14 @@ fn out_dir(args: &Args, root: Option<&Path>, profile: &str) -> PathBuf {
         "full" => "bench/results".to_string(),
         p => format!("bench/results/{p}"),
     };
-    args.out
-        .clone()
-        .or_else(|| in_root(root, &default))
-        .unwrap_or_else(|| PathBuf::from("bench-results"))
+    args.out.clone().or_else(|| in_root(root, &default)).unwrap_or_else(|| PathBuf::from("bench-results"))
 }
 
 /// The other programs some rows need, where they exist.
 fn context(args: &Args, root: Option<&Path>) -> Context {
     Context {
-        grpc_go: args
-            .grpc_go
-            .clone()
-            .or_else(|| in_root(root, "bench/go/bin/grpcbench"))
-            .filter(|p| p.exists()),
-        hub: args
-            .hub
-            .clone()
-            .or_else(|| peer::sibling("hubwire").ok())
-            .filter(|p| p.exists()),
+        grpc_go: args.grpc_go.clone().or_else(|| in_root(root, "bench/go/bin/grpcbench")).filter(|p| p.exists()),
+        hub: args.hub.clone().or_else(|| peer::sibling("hubwire").ok()).filter(|p| p.exists()),
     }
 }
 
@@ -270,17 +243,13 @@ fn measure(res: &mut Results, jobs: &[Job], ctx: &Context, budget: &Budget) {
 fn measure_rows(jobs: &[Job], ctx: &Context, budget: &Budget) -> Vec<Row> {
     let bar = ProgressBar::new(jobs.len() as u64);
     bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {wide_msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {wide_msg}").unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut rows: Vec<Option<Row>> = vec![None; jobs.len()];
     for group in comparisons(jobs) {
         bar.set_message(jobs[group[0]].key());
         let group_jobs: Vec<&Job> = group.iter().map(|&i| &jobs[i]).collect();
-        for (&i, m) in group
-            .iter()
-            .zip(measure_comparison(&group_jobs, ctx, budget))
-        {
+        for (&i, m) in group.iter().zip(measure_comparison(&group_jobs, ctx, budget)) {
             let row = Row::new(&jobs[i], m.map_err(|e| e.to_string()));
             if let Some(e) = &row.error {
                 bar.println(format!("failed: {}: {e}", row.key));
@@ -295,11 +264,7 @@ fn measure_rows(jobs: &[Job], ctx: &Context, budget: &Budget) -> Vec<Row> {
 
 /// Measures the jobs of one comparison: interleaved if there are several
 /// (all their servers up at once), else the one job on its own.
-fn measure_comparison(
-    group: &[&Job],
-    ctx: &Context,
-    budget: &Budget,
-) -> Vec<io::Result<Measurement>> {
+fn measure_comparison(group: &[&Job], ctx: &Context, budget: &Budget) -> Vec<io::Result<Measurement>> {
     if group.len() == 1 {
         let job = group[0];
         return vec![systems::start(job, ctx).and_then(|target| target.measure(job, budget))];
@@ -317,9 +282,7 @@ fn measure_comparison(
 fn foreign_cpu_pct(busy0: Option<Duration>, own0: Duration, elapsed: Duration) -> f64 {
     let own = cpu::total(&[]).saturating_sub(own0);
     match (busy0, cpu::machine_busy()) {
-        (Some(a), Some(b)) => {
-            (b.saturating_sub(a).saturating_sub(own)).as_secs_f64() / elapsed.as_secs_f64() * 100.0
-        }
+        (Some(a), Some(b)) => (b.saturating_sub(a).saturating_sub(own)).as_secs_f64() / elapsed.as_secs_f64() * 100.0,
         _ => -1.0,
     }
 }
@@ -343,21 +306,13 @@ fn write_results(res: &Results, scenarios: &[Scenario], out: &Path) -> io::Resul
 /// `--readme`: copies the charts beside the README (`bench/results/` is
 /// not committed) and replaces its results section with the report,
 /// linking those copies.
-fn write_readme(
-    readme: &Path,
-    res: &Results,
-    scenarios: &[Scenario],
-    out: &Path,
-) -> io::Result<()> {
+fn write_readme(readme: &Path, res: &Results, scenarios: &[Scenario], out: &Path) -> io::Result<()> {
     let dir = readme.parent().unwrap_or(Path::new(".")).join("charts");
     std::fs::create_dir_all(&dir)?;
     for (f, _) in &CHARTS {
         std::fs::copy(out.join(f), dir.join(f))?;
     }
-    let linked: Vec<(String, &str)> = CHARTS
-        .iter()
-        .map(|(f, t)| (format!("charts/{f}"), *t))
-        .collect();
+    let linked: Vec<(String, &str)> = CHARTS.iter().map(|(f, t)| (format!("charts/{f}"), *t)).collect();
     let linked: Vec<(&str, &str)> = linked.iter().map(|(f, t)| (f.as_str(), *t)).collect();
     update_readme(readme, &markdown::report(res, scenarios, &linked))
 }
@@ -370,23 +325,12 @@ fn write_readme(
 fn comparisons(jobs: &[Job]) -> Vec<Vec<usize>> {
     // grpc-go runs its own loop in its own process: it cannot take turns.
     let here = |j: &Job| {
-        matches!(j.mode, Mode::Sequential | Mode::Pipelined { .. })
-            && !matches!(j.system, System::GrpcGoUnary | System::GrpcGoStream)
+        matches!(j.mode, Mode::Sequential | Mode::Pipelined { .. }) && !matches!(j.system, System::GrpcGoUnary | System::GrpcGoStream)
     };
-    let key = |j: &Job| {
-        (
-            j.scenario.clone(),
-            j.payload.name.clone(),
-            j.encoding,
-            j.transport,
-            j.mode,
-        )
-    };
+    let key = |j: &Job| (j.scenario.clone(), j.payload.name.clone(), j.encoding, j.transport, j.mode);
     let mut groups: Vec<Vec<usize>> = Vec::new();
     for (i, job) in jobs.iter().enumerate() {
-        let same = groups
-            .iter_mut()
-            .find(|g| here(&jobs[g[0]]) && here(job) && key(&jobs[g[0]]) == key(job));
+        let same = groups.iter_mut().find(|g| here(&jobs[g[0]]) && here(job) && key(&jobs[g[0]]) == key(job));
         match same {
             Some(g) => g.push(i),
             None => groups.push(vec![i]),
@@ -404,19 +348,11 @@ fn check(res: &Results, jobs: &[Job]) -> bool {
         let key = job.key();
         let why = match res.rows.iter().find(|r| r.key == key) {
             None => Some("missing".to_string()),
-            Some(r) if !r.ok() => Some(format!(
-                "failed: {}",
-                r.error.as_deref().unwrap_or("no calls")
-            )),
+            Some(r) if !r.ok() => Some(format!("failed: {}", r.error.as_deref().unwrap_or("no calls"))),
             Some(r) => {
-                let seq_ok = r.window.is_some()
-                    || r.latency.is_some_and(|l| {
-                        l.p50_us > 0.0 && l.p99_us >= l.p50_us && l.p999_us >= l.p99_us
-                    });
-                let figures = r.calls_per_s > 0.0
-                    && r.us_per_call > 0.0
-                    && r.cpu_us_per_call > 0.0
-                    && (r.mb_per_s > 0.0);
+                let seq_ok =
+                    r.window.is_some() || r.latency.is_some_and(|l| l.p50_us > 0.0 && l.p99_us >= l.p50_us && l.p999_us >= l.p99_us);
+                let figures = r.calls_per_s > 0.0 && r.us_per_call > 0.0 && r.cpu_us_per_call > 0.0 && (r.mb_per_s > 0.0);
                 (!(seq_ok && figures)).then(|| {
                     format!(
                         "bad figures: {} calls/s, {} µs/call, {} CPU µs/call, latency {:?}",
@@ -444,10 +380,7 @@ const END: &str = "<!-- bench-results:end -->";
 fn update_readme(path: &Path, body: &str) -> io::Result<()> {
     let text = std::fs::read_to_string(path)?;
     let (Some(a), Some(b)) = (text.find(START), text.find(END)) else {
-        return Err(io::Error::other(format!(
-            "{}: no results markers",
-            path.display()
-        )));
+        return Err(io::Error::other(format!("{}: no results markers", path.display())));
     };
     let new = format!("{}{START}\n\n{body}\n{}", &text[..a], &text[b..]);
     std::fs::write(path, new)
@@ -463,35 +396,19 @@ mod tests {
     /// group's jobs alike in scenario, payload, encoding, transport and
     /// mode, and grpc-go (which times itself) always alone.
     fn grouped(names: &[&str]) -> (Vec<Job>, Vec<Vec<usize>>) {
-        let (scenarios, payloads) =
-            scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios")).unwrap();
-        let filter = Filter {
-            scenarios: names.iter().map(|n| n.to_string()).collect(),
-            ..Filter::default()
-        };
+        let (scenarios, payloads) = scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios")).unwrap();
+        let filter = Filter { scenarios: names.iter().map(|n| n.to_string()).collect(), ..Filter::default() };
         let jobs = scenario::expand(&scenarios, &payloads, &filter);
         let groups = comparisons(&jobs);
         let mut seen: Vec<usize> = groups.iter().flatten().copied().collect();
         seen.sort();
-        assert_eq!(
-            seen,
-            (0..jobs.len()).collect::<Vec<_>>(),
-            "every job in exactly one group"
-        );
+        assert_eq!(seen, (0..jobs.len()).collect::<Vec<_>>(), "every job in exactly one group");
         for g in &groups {
             fn alike(b: &Job) -> (&str, &str, Encoding, Transport, Mode) {
-                (
-                    &b.scenario,
-                    &b.payload.name,
-                    b.encoding,
-                    b.transport,
-                    b.mode,
-                )
+                (&b.scenario, &b.payload.name, b.encoding, b.transport, b.mode)
             }
             assert!(g.iter().all(|&i| alike(&jobs[i]) == alike(&jobs[g[0]])));
-            if g.iter()
-                .any(|&i| jobs[i].system.name().starts_with("grpc-go"))
-            {
+            if g.iter().any(|&i| jobs[i].system.name().starts_with("grpc-go")) {
                 assert_eq!(g.len(), 1);
             }
         }
@@ -499,50 +416,26 @@ mod tests {
     }
 
     /// The systems in the group of the job `pick` selects.
-    fn systems_beside<'a>(
-        jobs: &'a [Job],
-        groups: &[Vec<usize>],
-        pick: impl Fn(&Job) -> bool,
-    ) -> Vec<&'a str> {
-        let g = groups
-            .iter()
-            .find(|g| g.iter().any(|&i| pick(&jobs[i])))
-            .expect("the picked job has a group");
+    fn systems_beside<'a>(jobs: &'a [Job], groups: &[Vec<usize>], pick: impl Fn(&Job) -> bool) -> Vec<&'a str> {
+        let g = groups.iter().find(|g| g.iter().any(|&i| pick(&jobs[i]))).expect("the picked job has a group");
         g.iter().map(|&i| jobs[i].system.name()).collect()
     }
 
     #[test]
     fn comparisons_group_pipelined_rows_by_window() {
         let (jobs, groups) = grouped(&["pipelined", "bulk"]);
+        let names = systems_beside(&jobs, &groups, |j| j.key().starts_with("bulk/floor-blocking/unix/"));
+        assert!(names.contains(&"hubwire-efficient") && names.contains(&"ipc-bytes"), "{names:?}");
         let names = systems_beside(&jobs, &groups, |j| {
-            j.key().starts_with("bulk/floor-blocking/unix/")
+            j.system.name() == "floor-blocking" && j.transport == Transport::Unix && j.mode == Mode::Pipelined { window: 16 }
         });
-        assert!(
-            names.contains(&"hubwire-efficient") && names.contains(&"ipc-bytes"),
-            "{names:?}"
-        );
-        let names = systems_beside(&jobs, &groups, |j| {
-            j.system.name() == "floor-blocking"
-                && j.transport == Transport::Unix
-                && j.mode == Mode::Pipelined { window: 16 }
-        });
-        assert!(
-            names.contains(&"hubwire-low-latency") && names.contains(&"tonic-stream"),
-            "{names:?}"
-        );
+        assert!(names.contains(&"hubwire-low-latency") && names.contains(&"tonic-stream"), "{names:?}");
     }
 
     #[test]
     fn comparisons_group_sequential_rows_of_one_transport_and_leave_grpc_go_alone() {
         let (jobs, groups) = grouped(&["rtt"]);
-        let names = systems_beside(&jobs, &groups, |j| {
-            j.key() == "rtt/floor-blocking/unix/small/raw/sequential"
-        });
-        assert!(
-            names.contains(&"hubwire-efficient")
-                && names.contains(&"tonic-stream")
-                && !names.contains(&"grpc-go-unary"),
-            "{names:?}"
-        );
+        let names = systems_beside(&jobs, &groups, |j| j.key() == "rtt/floor-blocking/unix/small/raw/sequential");
+        assert!(names.contains(&"hubwire-efficient") && names.contains(&"tonic-stream") && !names.contains(&"grpc-go-unary"), "{names:?}");
     }
 }

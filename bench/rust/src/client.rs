@@ -40,12 +40,7 @@ pub trait Client: Send {
 /// each call) or `max` calls, pushing each one's duration (ns) to `lat`.
 /// A call's end is the next one's start, so each iteration reads the
 /// clock once.
-pub async fn timed_calls(
-    until: Instant,
-    max: u64,
-    lat: &mut Vec<u32>,
-    mut call: impl AsyncFnMut() -> io::Result<()>,
-) -> io::Result<()> {
+pub async fn timed_calls(until: Instant, max: u64, lat: &mut Vec<u32>, mut call: impl AsyncFnMut() -> io::Result<()>) -> io::Result<()> {
     let mut t0 = Instant::now();
     for _ in 0..max {
         call().await?;
@@ -79,10 +74,7 @@ pub fn check_len(got: usize, sent: usize) -> io::Result<()> {
     if got == sent {
         Ok(())
     } else {
-        Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("answer of {got} bytes to a call of {sent}"),
-        ))
+        Err(io::Error::new(io::ErrorKind::InvalidData, format!("answer of {got} bytes to a call of {sent}")))
     }
 }
 
@@ -95,9 +87,7 @@ fn no_pipeline() -> io::Error {
 /// also tonic's and hyper's fastest setup). One definition, so that no
 /// system gets a different one by accident.
 pub fn runtime() -> io::Result<Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
+    tokio::runtime::Builder::new_current_thread().enable_all().build()
 }
 
 /// A client whose calls are async (hubwire, tonic, hyper). [`OnRuntime`]
@@ -136,8 +126,7 @@ impl<C: AsyncClient> Client for OnRuntime<C> {
 
     fn sequential(&mut self, until: Instant, max: u64, lat: &mut Vec<u32>) -> io::Result<()> {
         let client = &mut self.client;
-        self.rt
-            .block_on(timed_calls(until, max, lat, async || client.call().await))
+        self.rt.block_on(timed_calls(until, max, lat, async || client.call().await))
     }
 
     fn pipeline(&mut self, window: usize, calls: u64) -> io::Result<()> {
@@ -171,21 +160,14 @@ pub async fn send_ahead(
 /// calling until `calls` calls have been started. For clients whose
 /// connection multiplexes calls (hubwire, HTTP/2). `task` makes one task
 /// from its share of the calls.
-pub async fn in_tasks<F>(
-    window: usize,
-    calls: u64,
-    mut task: impl FnMut(Share) -> F,
-) -> io::Result<()>
+pub async fn in_tasks<F>(window: usize, calls: u64, mut task: impl FnMut(Share) -> F) -> io::Result<()>
 where
     F: Future<Output = io::Result<()>> + Send + 'static,
 {
     let started = Arc::new(AtomicU64::new(0));
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..window {
-        tasks.spawn(task(Share {
-            started: started.clone(),
-            calls,
-        }));
+        tasks.spawn(task(Share { started: started.clone(), calls }));
     }
     while let Some(r) = tasks.join_next().await {
         r.map_err(io::Error::other)??;

@@ -13,9 +13,7 @@ fn rusage(who: libc::c_int) -> Duration {
     if unsafe { libc::getrusage(who, &mut ru) } != 0 {
         return Duration::ZERO;
     }
-    let tv = |t: libc::timeval| {
-        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
-    };
+    let tv = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
@@ -27,20 +25,14 @@ pub fn process(pid: u32) -> Duration {
     let ns: u64 = tasks
         .filter_map(|t| t.ok())
         .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| {
-            s.split_whitespace()
-                .next()
-                .and_then(|n| n.parse::<u64>().ok())
-        })
+        .filter_map(|s| s.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()))
         .sum();
     Duration::from_nanos(ns)
 }
 
 /// CPU time of this process, its reaped children, and the live `peers`.
 pub fn total(peers: &[u32]) -> Duration {
-    rusage(libc::RUSAGE_SELF)
-        + rusage(libc::RUSAGE_CHILDREN)
-        + peers.iter().map(|&p| process(p)).sum::<Duration>()
+    rusage(libc::RUSAGE_SELF) + rusage(libc::RUSAGE_CHILDREN) + peers.iter().map(|&p| process(p)).sum::<Duration>()
 }
 
 /// The live processes whose parent is `pid` (a hub's providers).
@@ -52,10 +44,7 @@ pub fn children_of(pid: u32) -> Vec<u32> {
         .filter(|&p| {
             std::fs::read_to_string(format!("/proc/{p}/stat"))
                 .ok()
-                .and_then(|s| {
-                    s.rsplit_once(')')
-                        .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
-                })
+                .and_then(|s| s.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok()))
                 == Some(pid)
         })
         .collect()
@@ -64,21 +53,9 @@ pub fn children_of(pid: u32) -> Vec<u32> {
 /// Busy CPU time of the whole machine so far (all CPUs), from /proc/stat.
 pub fn machine_busy() -> Option<Duration> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let v: Vec<u64> = stat
-        .lines()
-        .next()?
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok())
-        .collect();
+    let v: Vec<u64> = stat.lines().next()?.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
     // user nice system idle iowait irq softirq steal (guest time is in user).
-    let busy: u64 = v
-        .iter()
-        .take(8)
-        .enumerate()
-        .filter(|(i, _)| *i != 3 && *i != 4)
-        .map(|(_, x)| x)
-        .sum();
+    let busy: u64 = v.iter().take(8).enumerate().filter(|(i, _)| *i != 3 && *i != 4).map(|(_, x)| x).sum();
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     Some(Duration::from_nanos(busy * 1_000_000_000 / hz))

@@ -29,11 +29,7 @@ fn set_nonblocking(f: &File, on: bool) -> io::Result<()> {
     // SAFETY: fcntl on a descriptor we own.
     unsafe {
         let flags = libc::fcntl(fd, libc::F_GETFL);
-        let flags = if on {
-            flags | libc::O_NONBLOCK
-        } else {
-            flags & !libc::O_NONBLOCK
-        };
+        let flags = if on { flags | libc::O_NONBLOCK } else { flags & !libc::O_NONBLOCK };
         if libc::fcntl(fd, libc::F_SETFL, flags) < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -43,14 +39,7 @@ fn set_nonblocking(f: &File, on: bool) -> io::Result<()> {
 
 /// Waits until `fds` (fd, events) are ready; returns the revents.
 fn poll(fds: &[(i32, libc::c_short)]) -> io::Result<Vec<libc::c_short>> {
-    let mut p: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&(fd, events)| libc::pollfd {
-            fd,
-            events,
-            revents: 0,
-        })
-        .collect();
+    let mut p: Vec<libc::pollfd> = fds.iter().map(|&(fd, events)| libc::pollfd { fd, events, revents: 0 }).collect();
     loop {
         // SAFETY: a valid array of pollfds for the call's duration.
         let r = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, -1) };
@@ -72,16 +61,7 @@ impl FrameIo {
         let (r, w) = (File::from(r), File::from(w));
         set_nonblocking(&r, spin)?;
         set_nonblocking(&w, spin)?;
-        Ok(FrameIo {
-            r,
-            w,
-            spin,
-            rbuf: vec![0; 256 * 1024],
-            start: 0,
-            end: 0,
-            wbuf: Vec::with_capacity(64 * 1024),
-            woff: 0,
-        })
+        Ok(FrameIo { r, w, spin, rbuf: vec![0; 256 * 1024], start: 0, end: 0, wbuf: Vec::with_capacity(64 * 1024), woff: 0 })
     }
 
     /// One socket used both ways.
@@ -132,8 +112,7 @@ impl FrameIo {
         if avail < 4 {
             return None;
         }
-        let n =
-            u32::from_le_bytes(self.rbuf[self.start..self.start + 4].try_into().unwrap()) as usize;
+        let n = u32::from_le_bytes(self.rbuf[self.start..self.start + 4].try_into().unwrap()) as usize;
         if avail < 4 + n {
             if 4 + n > self.rbuf.len() {
                 self.rbuf.resize((4 + n).next_power_of_two(), 0);
@@ -152,18 +131,13 @@ impl FrameIo {
                 return Ok(Some(f));
             }
             if self.fill(false)? == 0 {
-                return if self.end == self.start {
-                    Ok(None)
-                } else {
-                    Err(io::ErrorKind::UnexpectedEof.into())
-                };
+                return if self.end == self.start { Ok(None) } else { Err(io::ErrorKind::UnexpectedEof.into()) };
             }
         }
     }
 
     fn push_frame(&mut self, payload: &[u8]) {
-        self.wbuf
-            .extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        self.wbuf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
         self.wbuf.extend_from_slice(payload);
     }
 

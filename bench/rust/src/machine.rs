@@ -48,10 +48,7 @@ fn first_line(cmd: &str, args: &[&str]) -> String {
 
 /// The 1-minute load average.
 pub fn load1() -> f64 {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0.0)
+    std::fs::read_to_string("/proc/loadavg").ok().and_then(|s| s.split_whitespace().next()?.parse().ok()).unwrap_or(0.0)
 }
 
 impl Machine {
@@ -60,20 +57,12 @@ impl Machine {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let cpu_model = cpuinfo
             .lines()
-            .find_map(|l| {
-                l.strip_prefix("model name")
-                    .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
-            })
+            .find_map(|l| l.strip_prefix("model name").map(|r| r.trim_start_matches([' ', '\t', ':']).to_string()))
             .unwrap_or_default();
         Machine {
             cpu_model,
-            cpus: std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(0),
-            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-                .unwrap_or_default()
-                .trim()
-                .to_string(),
+            cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
             rustc: env!("BENCH_RUSTC_VERSION").to_string(),
             go: first_line("go", &["version"]),
             hubwire: env!("CARGO_PKG_VERSION").to_string(),
@@ -103,8 +92,7 @@ fn process_times() -> HashMap<u32, (String, u64)> {
         let name = stat[open + 1..close].to_string();
         let f: Vec<&str> = stat[close + 1..].split_whitespace().collect();
         // Fields 14 and 15 (utime, stime) are at 11 and 12 after the name.
-        let ticks = f.get(11).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0)
-            + f.get(12).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+        let ticks = f.get(11).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0) + f.get(12).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
         out.insert(pid, (name, ticks));
     }
     out

@@ -56,9 +56,7 @@ impl Encoding {
 }
 
 /// Where the two sides are.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Transport {
     /// Two threads of the bench process.
@@ -220,22 +218,11 @@ impl System {
         match self {
             System::HubwireEfficient | System::HubwireLowLatency => t != Pipe,
             System::FloorBlocking | System::FloorSpin => t != Hub && e == Encoding::Raw,
-            System::SpawnPerCall => {
-                t == Pipe && e == Encoding::Raw && !matches!(m, Mode::Pipelined { .. })
-            }
-            System::Http1 => {
-                listening && e != Encoding::Msgpack && !matches!(m, Mode::Pipelined { .. })
-            }
-            System::JsonRpcStdio => {
-                t == Pipe
-                    && e == Encoding::Json
-                    && p.is_json()
-                    && !matches!(m, Mode::Pipelined { .. })
-            }
+            System::SpawnPerCall => t == Pipe && e == Encoding::Raw && !matches!(m, Mode::Pipelined { .. }),
+            System::Http1 => listening && e != Encoding::Msgpack && !matches!(m, Mode::Pipelined { .. }),
+            System::JsonRpcStdio => t == Pipe && e == Encoding::Json && p.is_json() && !matches!(m, Mode::Pipelined { .. }),
             System::TonicUnary => listening && e == Encoding::Raw,
-            System::TonicStream | System::GrpcGoUnary | System::GrpcGoStream => {
-                listening && e == Encoding::Raw && not_parallel
-            }
+            System::TonicStream | System::GrpcGoUnary | System::GrpcGoStream => listening && e == Encoding::Raw && not_parallel,
             System::IpcBytes => t == Unix && e == Encoding::Raw && not_parallel,
             System::IpcSerde => t == Unix && e == Encoding::Msgpack && !p.is_json() && not_parallel,
         }

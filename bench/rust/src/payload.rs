@@ -59,24 +59,15 @@ impl Payload {
             Ok::<_, String>((Bytes::from(raw), Structured::Doc(v)))
         };
         let (raw, value) = match spec {
-            PayloadSpec::Literal { json } => {
-                doc(serde_json::from_str(json).map_err(|e| format!("payload {name}: {e}"))?)?
-            }
+            PayloadSpec::Literal { json } => doc(serde_json::from_str(json).map_err(|e| format!("payload {name}: {e}"))?)?,
             PayloadSpec::Records { size } => doc(records(*size))?,
             PayloadSpec::String { size } => doc(Value::String("x".repeat(size.saturating_sub(2))))?,
             PayloadSpec::Bytes { size } => {
                 let data: Vec<u8> = (0..*size).map(|i| (i % 251) as u8).collect();
-                (
-                    Bytes::from(data.clone()),
-                    Structured::Msg(Msg { topic: 7, data }),
-                )
+                (Bytes::from(data.clone()), Structured::Msg(Msg { topic: 7, data }))
             }
         };
-        Ok(Payload {
-            name: name.to_string(),
-            raw,
-            value,
-        })
+        Ok(Payload { name: name.to_string(), raw, value })
     }
 
     /// Its size in bytes as sent raw.
@@ -130,10 +121,7 @@ fn records(size: usize) -> Value {
             "score": i as f64 * 1.5,
             "tags": ["alpha", "beta", "gamma"],
         });
-        len += serde_json::to_vec(&r)
-            .expect("a record is valid JSON")
-            .len()
-            + usize::from(i > 0);
+        len += serde_json::to_vec(&r).expect("a record is valid JSON").len() + usize::from(i > 0);
         items.push(r);
         i += 1;
     }
@@ -148,20 +136,13 @@ mod tests {
     fn records_reach_their_size_and_no_more_than_one_record_past_it() {
         let p = Payload::build("big", &PayloadSpec::Records { size: 78_000 }).unwrap();
         assert!(p.len() >= 78_000 && p.len() < 78_200, "{}", p.len());
-        let Structured::Doc(v) = &p.value else {
-            panic!("records are a document")
-        };
+        let Structured::Doc(v) = &p.value else { panic!("records are a document") };
         assert_eq!(serde_json::to_vec(v).unwrap().len(), p.len());
     }
 
     #[test]
     fn strings_and_bytes_have_their_exact_size() {
-        assert_eq!(
-            Payload::build("s", &PayloadSpec::String { size: 79_000 })
-                .unwrap()
-                .len(),
-            79_000
-        );
+        assert_eq!(Payload::build("s", &PayloadSpec::String { size: 79_000 }).unwrap().len(), 79_000);
         let b = Payload::build("b", &PayloadSpec::Bytes { size: 1024 }).unwrap();
         assert_eq!(b.len(), 1024);
         assert_eq!(b.raw[300], (300 % 251) as u8);

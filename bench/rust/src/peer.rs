@@ -16,10 +16,7 @@ pub fn sibling(name: &str) -> io::Result<PathBuf> {
     if path.exists() {
         Ok(path)
     } else {
-        Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("{} not found (build it first)", path.display()),
-        ))
+        Err(io::Error::new(io::ErrorKind::NotFound, format!("{} not found (build it first)", path.display())))
     }
 }
 
@@ -34,34 +31,20 @@ impl Peer {
     /// Starts `command` with stdout piped and waits for a line
     /// `ready <address>`.
     pub fn listening(mut command: Command) -> io::Result<Peer> {
-        let mut child = command
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()?;
+        let mut child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn()?;
         let mut line = String::new();
         BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line)?;
-        let mut peer = Peer {
-            child,
-            address: String::new(),
-        };
+        let mut peer = Peer { child, address: String::new() };
         match line.trim().strip_prefix("ready") {
             Some(addr) => peer.address = addr.trim().to_string(),
-            None => {
-                return Err(io::Error::other(format!(
-                    "{command:?} said {line:?} instead of `ready <address>`"
-                )))
-            }
+            None => return Err(io::Error::other(format!("{command:?} said {line:?} instead of `ready <address>`"))),
         }
         Ok(peer)
     }
 
     /// Wraps a child started by the caller (stdio peers).
     pub fn from_child(child: Child) -> Peer {
-        Peer {
-            child,
-            address: String::new(),
-        }
+        Peer { child, address: String::new() }
     }
 
     /// Its process id.
@@ -85,11 +68,7 @@ impl TempDir {
     pub fn new() -> io::Result<TempDir> {
         use std::sync::atomic::{AtomicU32, Ordering};
         static N: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "hubwire-bench-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
+        let dir = std::env::temp_dir().join(format!("hubwire-bench-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
         std::fs::create_dir_all(&dir)?;
         Ok(TempDir(dir))
     }

@@ -63,8 +63,7 @@ impl Args {
 
     /// The same, for the systems that need one.
     fn needs_listen(&self) -> io::Result<Listen> {
-        self.listen()
-            .ok_or_else(|| io::Error::other("one of --unix, --tcp, --fd3, --stdio is needed"))
+        self.listen().ok_or_else(|| io::Error::other("one of --unix, --tcp, --fd3, --stdio is needed"))
     }
 }
 

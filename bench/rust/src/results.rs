@@ -158,21 +158,14 @@ pub fn compute_ratios(rows: &mut [Row]) {
             .cloned()
     };
     for r in rows.iter_mut().filter(|r| r.ok()) {
-        let floor =
-            find(r, floor_system(&r.system)).or_else(|| find(r, System::FloorBlocking.name()));
+        let floor = find(r, floor_system(&r.system)).or_else(|| find(r, System::FloorBlocking.name()));
         if let Some(f) = floor {
             r.vs_floor = Some(r.us_per_call / f.us_per_call);
             r.floor = Some(f.key);
         }
         let best = snapshot
             .iter()
-            .filter(|p| {
-                p.ok()
-                    && p.role == "peer"
-                    && p.scenario == r.scenario
-                    && p.payload == r.payload
-                    && p.mode == r.mode
-            })
+            .filter(|p| p.ok() && p.role == "peer" && p.scenario == r.scenario && p.payload == r.payload && p.mode == r.mode)
             .min_by(|a, b| a.us_per_call.total_cmp(&b.us_per_call));
         if let Some(p) = best {
             r.vs_best_peer = Some(r.us_per_call / p.us_per_call);

@@ -71,12 +71,7 @@ fn sequential<T: Target + ?Sized>(target: &T, budget: &Budget) -> io::Result<Mea
     client.sequential(t0 + budget.measure, budget.max_calls, &mut lat)?;
     let elapsed = t0.elapsed();
     let cpu = cpu::total(&peers).saturating_sub(cpu0);
-    Ok(Measurement {
-        calls: lat.len() as u64,
-        elapsed,
-        cpu,
-        latency: latency(&mut lat),
-    })
+    Ok(Measurement { calls: lat.len() as u64, elapsed, cpu, latency: latency(&mut lat) })
 }
 
 /// How many alternating slices the rows of one comparison are measured in.
@@ -104,15 +99,8 @@ fn in_turns<S>(
     let mut slots: Vec<io::Result<Turns<S>>> = targets
         .iter()
         .map(|t| {
-            let t = t
-                .as_ref()
-                .map_err(|e| io::Error::new(e.kind(), e.to_string()))?;
-            Ok(Turns {
-                state: prepare(t.as_ref())?,
-                calls: 0,
-                elapsed: Duration::ZERO,
-                cpu: Duration::ZERO,
-            })
+            let t = t.as_ref().map_err(|e| io::Error::new(e.kind(), e.to_string()))?;
+            Ok(Turns { state: prepare(t.as_ref())?, calls: 0, elapsed: Duration::ZERO, cpu: Duration::ZERO })
         })
         .collect();
     for _ in 0..SLICES {
@@ -138,10 +126,7 @@ fn in_turns<S>(
 /// Sequential rows of one comparison (same scenario, payload, encoding and
 /// transport), interleaved: each target gets `SLICES` turns of
 /// `measure / SLICES`.
-pub fn sequential_interleaved(
-    targets: &[io::Result<Box<dyn Target>>],
-    budget: &Budget,
-) -> Vec<io::Result<Measurement>> {
+pub fn sequential_interleaved(targets: &[io::Result<Box<dyn Target>>], budget: &Budget) -> Vec<io::Result<Measurement>> {
     let turn = budget.measure / SLICES;
     let max = (budget.max_calls / u64::from(SLICES)).max(1);
     let prepare = |t: &dyn Target| {
@@ -160,12 +145,7 @@ pub fn sequential_interleaved(
         .into_iter()
         .map(|s| {
             let mut s = s?;
-            Ok(Measurement {
-                calls: s.calls,
-                elapsed: s.elapsed,
-                cpu: s.cpu,
-                latency: latency(&mut s.state.1),
-            })
+            Ok(Measurement { calls: s.calls, elapsed: s.elapsed, cpu: s.cpu, latency: latency(&mut s.state.1) })
         })
         .collect()
 }
@@ -174,11 +154,7 @@ pub fn sequential_interleaved(
 /// transport and window), interleaved: each target's rate is found in its
 /// warm-up, then it gets `SLICES` turns of that rate × `measure / SLICES`
 /// calls.
-pub fn pipelined_interleaved(
-    targets: &[io::Result<Box<dyn Target>>],
-    window: usize,
-    budget: &Budget,
-) -> Vec<io::Result<Measurement>> {
+pub fn pipelined_interleaved(targets: &[io::Result<Box<dyn Target>>], window: usize, budget: &Budget) -> Vec<io::Result<Measurement>> {
     let slice = budget.measure.as_secs_f64() / f64::from(SLICES);
     let prepare = |t: &dyn Target| {
         let mut client = t.connect()?;
@@ -193,12 +169,7 @@ pub fn pipelined_interleaved(
         .into_iter()
         .map(|s| {
             let s = s?;
-            Ok(Measurement {
-                calls: s.calls,
-                elapsed: s.elapsed,
-                cpu: s.cpu,
-                latency: None,
-            })
+            Ok(Measurement { calls: s.calls, elapsed: s.elapsed, cpu: s.cpu, latency: None })
         })
         .collect()
 }
@@ -219,11 +190,7 @@ fn warm_pipeline(client: &mut dyn Client, window: usize, budget: &Budget) -> io:
     }
 }
 
-fn pipelined<T: Target + ?Sized>(
-    target: &T,
-    window: usize,
-    budget: &Budget,
-) -> io::Result<Measurement> {
+fn pipelined<T: Target + ?Sized>(target: &T, window: usize, budget: &Budget) -> io::Result<Measurement> {
     let mut client = target.connect()?;
     let rate = warm_pipeline(client.as_mut(), window, budget)?;
     let calls = ((rate * budget.measure.as_secs_f64()) as u64).max(window as u64 * 2);
@@ -233,22 +200,11 @@ fn pipelined<T: Target + ?Sized>(
     client.pipeline(window, calls)?;
     let elapsed = t0.elapsed();
     let cpu = cpu::total(&peers).saturating_sub(cpu0);
-    Ok(Measurement {
-        calls,
-        elapsed,
-        cpu,
-        latency: None,
-    })
+    Ok(Measurement { calls, elapsed, cpu, latency: None })
 }
 
-fn parallel<T: Target + ?Sized>(
-    target: &T,
-    clients: usize,
-    budget: &Budget,
-) -> io::Result<Measurement> {
-    let conns = (0..clients)
-        .map(|_| target.connect())
-        .collect::<io::Result<Vec<_>>>()?;
+fn parallel<T: Target + ?Sized>(target: &T, clients: usize, budget: &Budget) -> io::Result<Measurement> {
+    let conns = (0..clients).map(|_| target.connect()).collect::<io::Result<Vec<_>>>()?;
     // Everyone warms up, then all start measuring together.
     let barrier = Arc::new(Barrier::new(clients + 1));
     let warm_end = Instant::now() + budget.warmup;
@@ -287,10 +243,5 @@ fn parallel<T: Target + ?Sized>(
     if let Some(e) = err {
         return Err(e);
     }
-    Ok(Measurement {
-        calls: all.len() as u64,
-        elapsed,
-        cpu,
-        latency: latency(&mut all),
-    })
+    Ok(Measurement { calls: all.len() as u64, elapsed, cpu, latency: latency(&mut all) })
 }

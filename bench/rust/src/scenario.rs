@@ -64,13 +64,10 @@ pub type Payloads = BTreeMap<String, Arc<Payload>>;
 
 /// Loads `payloads.toml` and every other `*.toml` in `dir`, sorted by name.
 pub fn load(dir: &Path) -> io::Result<(Vec<Scenario>, Payloads)> {
-    let bad = |p: &Path, e: &dyn std::fmt::Display| {
-        io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", p.display()))
-    };
+    let bad = |p: &Path, e: &dyn std::fmt::Display| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", p.display()));
     let ppath = dir.join("payloads.toml");
     let text = std::fs::read_to_string(&ppath).map_err(|e| bad(&ppath, &e))?;
-    let specs: BTreeMap<String, PayloadSpec> =
-        toml::from_str(&text).map_err(|e| bad(&ppath, &e))?;
+    let specs: BTreeMap<String, PayloadSpec> = toml::from_str(&text).map_err(|e| bad(&ppath, &e))?;
     let payloads = specs
         .into_iter()
         .map(|(name, spec)| {
@@ -80,10 +77,7 @@ pub fn load(dir: &Path) -> io::Result<(Vec<Scenario>, Payloads)> {
         .collect::<io::Result<BTreeMap<_, _>>>()?;
     let mut paths: Vec<_> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.extension().is_some_and(|x| x == "toml")
-                && p.file_name().is_some_and(|n| n != "payloads.toml")
-        })
+        .filter(|p| p.extension().is_some_and(|x| x == "toml") && p.file_name().is_some_and(|n| n != "payloads.toml"))
         .collect();
     paths.sort();
     let mut scenarios = Vec::new();
@@ -97,13 +91,7 @@ pub fn load(dir: &Path) -> io::Result<(Vec<Scenario>, Payloads)> {
         }
         for s in &file.systems {
             if System::parse(s).is_none() {
-                return Err(bad(
-                    &path,
-                    &format!(
-                        "unknown system {s:?} (known: {})",
-                        System::names().join(", ")
-                    ),
-                ));
+                return Err(bad(&path, &format!("unknown system {s:?} (known: {})", System::names().join(", "))));
             }
         }
         let needs = match file.mode {
@@ -114,11 +102,7 @@ pub fn load(dir: &Path) -> io::Result<(Vec<Scenario>, Payloads)> {
         if let Some(key) = needs {
             return Err(bad(&path, &format!("mode {:?} needs `{key}`", file.mode)));
         }
-        let name = path
-            .file_stem()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
+        let name = path.file_stem().unwrap_or_default().to_string_lossy().into_owned();
         scenarios.push(Scenario { name, file });
     }
     Ok((scenarios, payloads))
@@ -143,51 +127,23 @@ fn keep(wanted: &[String], name: &str) -> bool {
 
 /// Expands the scenarios into jobs, in file order, skipping combinations a
 /// system does not run (`System::supports`) and those `filter` drops.
-pub fn expand(
-    scenarios: &[Scenario],
-    payloads: &BTreeMap<String, Arc<Payload>>,
-    filter: &Filter,
-) -> Vec<Job> {
+pub fn expand(scenarios: &[Scenario], payloads: &BTreeMap<String, Arc<Payload>>, filter: &Filter) -> Vec<Job> {
     let mut jobs = Vec::new();
-    for sc in scenarios
-        .iter()
-        .filter(|s| keep(&filter.scenarios, &s.name))
-    {
+    for sc in scenarios.iter().filter(|s| keep(&filter.scenarios, &s.name)) {
         let f = &sc.file;
         let modes: Vec<Mode> = match f.mode {
             ModeKind::Sequential => vec![Mode::Sequential],
-            ModeKind::Pipelined => f
-                .windows
-                .iter()
-                .map(|&window| Mode::Pipelined { window })
-                .collect(),
-            ModeKind::Parallel => f
-                .clients
-                .iter()
-                .map(|&clients| Mode::Parallel { clients })
-                .collect(),
+            ModeKind::Pipelined => f.windows.iter().map(|&window| Mode::Pipelined { window }).collect(),
+            ModeKind::Parallel => f.clients.iter().map(|&clients| Mode::Parallel { clients }).collect(),
         };
         for pname in f.payloads.iter().filter(|p| keep(&filter.payloads, p)) {
             let payload = &payloads[pname];
             for &encoding in &f.encodings {
                 for &mode in &modes {
-                    for &transport in f
-                        .transports
-                        .iter()
-                        .filter(|t| keep(&filter.transports, t.name()))
-                    {
+                    for &transport in f.transports.iter().filter(|t| keep(&filter.transports, t.name())) {
                         for system in f.systems.iter().filter_map(|s| System::parse(s)) {
-                            if keep(&filter.systems, system.name())
-                                && system.supports(transport, encoding, mode, payload)
-                            {
-                                jobs.push(Job {
-                                    scenario: sc.name.clone(),
-                                    system,
-                                    transport,
-                                    payload: payload.clone(),
-                                    encoding,
-                                    mode,
-                                });
+                            if keep(&filter.systems, system.name()) && system.supports(transport, encoding, mode, payload) {
+                                jobs.push(Job { scenario: sc.name.clone(), system, transport, payload: payload.clone(), encoding, mode });
                             }
                         }
                     }
@@ -203,8 +159,7 @@ mod tests {
     use super::*;
 
     fn shipped() -> (Vec<Scenario>, Payloads) {
-        load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios"))
-            .expect("the shipped scenarios load")
+        load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios")).expect("the shipped scenarios load")
     }
 
     #[test]
@@ -213,12 +168,7 @@ mod tests {
         let jobs = expand(&scenarios, &payloads, &Filter::default());
         for sc in &scenarios {
             for system in &sc.file.systems {
-                assert!(
-                    jobs.iter()
-                        .any(|j| j.scenario == sc.name && j.system.name() == system),
-                    "{}: {system} has no row",
-                    sc.name
-                );
+                assert!(jobs.iter().any(|j| j.scenario == sc.name && j.system.name() == system), "{}: {system} has no row", sc.name);
             }
         }
         let mut keys: Vec<String> = jobs.iter().map(Job::key).collect();
@@ -230,16 +180,10 @@ mod tests {
     #[test]
     fn filters_keep_only_matching_rows() {
         let (scenarios, payloads) = shipped();
-        let filter = Filter {
-            scenarios: vec!["rtt".into()],
-            systems: vec!["floor".into()],
-            transports: vec!["unix".into()],
-            payloads: vec![],
-        };
+        let filter =
+            Filter { scenarios: vec!["rtt".into()], systems: vec!["floor".into()], transports: vec!["unix".into()], payloads: vec![] };
         let jobs = expand(&scenarios, &payloads, &filter);
         assert!(!jobs.is_empty());
-        assert!(jobs.iter().all(|j| j.scenario.contains("rtt")
-            && j.system.name().starts_with("floor")
-            && j.transport == Transport::Unix));
+        assert!(jobs.iter().all(|j| j.scenario.contains("rtt") && j.system.name().starts_with("floor") && j.transport == Transport::Unix));
     }
 }

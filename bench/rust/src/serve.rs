@@ -47,10 +47,7 @@ impl Listen {
     /// Binds, prints `ready <address>` if listening, and runs
     /// `serve(read, write)` on every connection, a thread each, until the
     /// listener fails (or, for fd 3 and stdio, the one connection ends).
-    pub fn serve_blocking(
-        self,
-        serve: impl Fn(OwnedFd, OwnedFd) -> io::Result<()> + Send + Sync + Copy + 'static,
-    ) -> io::Result<()> {
+    pub fn serve_blocking(self, serve: impl Fn(OwnedFd, OwnedFd) -> io::Result<()> + Send + Sync + Copy + 'static) -> io::Result<()> {
         let spawn = move |fd: OwnedFd| -> io::Result<()> {
             let w = fd.try_clone()?;
             std::thread::spawn(move || serve(fd, w));
@@ -107,9 +104,7 @@ impl Listen {
                     tokio::spawn(conn.clone().serve(s));
                 }
             }
-            Listen::Fd3 | Listen::Stdio => {
-                Err(io::Error::other("this server needs --unix or --tcp"))
-            }
+            Listen::Fd3 | Listen::Stdio => Err(io::Error::other("this server needs --unix or --tcp")),
         }
     }
 }

@@ -26,12 +26,7 @@ pub fn latency(samples: &mut [u32]) -> Option<Latency> {
         samples[i] as f64 / 1e3
     };
     let mean = samples.iter().map(|&s| s as f64).sum::<f64>() / samples.len() as f64 / 1e3;
-    Some(Latency {
-        p50_us: rank(0.5),
-        p99_us: rank(0.99),
-        p999_us: rank(0.999),
-        mean_us: mean,
-    })
+    Some(Latency { p50_us: rank(0.5), p99_us: rank(0.99), p999_us: rank(0.999), mean_us: mean })
 }
 
 #[cfg(test)]

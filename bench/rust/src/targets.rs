@@ -33,15 +33,7 @@ Target by target: bench/README.md, *Targets*."
     )
 }
 
-fn find<'a>(
-    res: &'a Results,
-    scenario: &str,
-    system: &str,
-    transport: &str,
-    payload: &str,
-    encoding: &str,
-    mode: &str,
-) -> Option<&'a Row> {
+fn find<'a>(res: &'a Results, scenario: &str, system: &str, transport: &str, payload: &str, encoding: &str, mode: &str) -> Option<&'a Row> {
     res.rows.iter().find(|r| {
         r.ok()
             && r.scenario == scenario
@@ -105,12 +97,9 @@ fn p50(r: &Row) -> f64 {
 /// Every target, in the order `bench/README.md` lists them.
 pub fn check(res: &Results) -> Vec<TargetCheck> {
     let seq = "sequential";
-    let rtt =
-        |system: &str, transport: &str| find(res, "rtt", system, transport, "small", "raw", seq);
+    let rtt = |system: &str, transport: &str| find(res, "rtt", system, transport, "small", "raw", seq);
     let us = |name: &'static str, reference: &'static str| {
-        move |a: f64, b: f64| {
-            format!("hubwire {a:.1} µs, {name} {b:.1} µs (p50; {IDLE_VM}: {reference})")
-        }
+        move |a: f64, b: f64| format!("hubwire {a:.1} µs, {name} {b:.1} µs (p50; {IDLE_VM}: {reference})")
     };
     // What hubwire adds to a hand-written echo, one call in flight; the
     // idle VM's figures are the floors' p50 there.
@@ -151,60 +140,35 @@ pub fn check(res: &Results) -> Vec<TargetCheck> {
     // Study 003's gRPC, unary and stream (tonic is its Rust side); the idle
     // VM's figures are each peer's p50 there.
     let hw = rtt("hubwire-low-latency", "unix");
-    for (peer, reference) in [
-        ("tonic-stream", "69 µs"),
-        ("tonic-unary", "95 µs"),
-        ("grpc-go-stream", "70 µs"),
-        ("grpc-go-unary", "106 µs"),
-    ] {
-        out.push(at_least(
-            &format!("One in flight: ≥ 10× faster than {peer} (Unix)"),
-            rtt(peer, "unix"),
-            hw,
-            10.0,
-            p50,
-            move |a, b| {
-                format!("{peer} {a:.1} µs, hubwire low-latency {b:.1} µs ({IDLE_VM}: {reference})")
-            },
-        ));
+    for (peer, reference) in [("tonic-stream", "69 µs"), ("tonic-unary", "95 µs"), ("grpc-go-stream", "70 µs"), ("grpc-go-unary", "106 µs")]
+    {
+        out.push(at_least(&format!("One in flight: ≥ 10× faster than {peer} (Unix)"), rtt(peer, "unix"), hw, 10.0, p50, move |a, b| {
+            format!("{peer} {a:.1} µs, hubwire low-latency {b:.1} µs ({IDLE_VM}: {reference})")
+        }));
     }
     // Study 004's bytes channel at 1 KiB; the idle VM's figure is its p50.
     out.push(at_least(
         "One in flight at 1 KiB: ≥ 10× faster than ipc-channel's bytes channel",
         find(res, "rtt_1k", "ipc-bytes", "unix", "k1", "raw", seq),
-        find(
-            res,
-            "rtt_1k",
-            "hubwire-low-latency",
-            "unix",
-            "k1",
-            "raw",
-            seq,
-        ),
+        find(res, "rtt_1k", "hubwire-low-latency", "unix", "k1", "raw", seq),
         10.0,
         p50,
-        |a, b| {
-            format!("ipc-channel {a:.1} µs, hubwire low-latency {b:.1} µs ({IDLE_VM}: 40–54 µs)")
-        },
+        |a, b| format!("ipc-channel {a:.1} µs, hubwire low-latency {b:.1} µs ({IDLE_VM}: 40–54 µs)"),
     ));
     // Pipelined: the best window of either mode, against 3 M calls/s and the
     // floor; the idle VM's figure is the floor's rate there.
     let best = |system: &str| {
         res.rows
             .iter()
-            .filter(|r| {
-                r.ok() && r.scenario == "pipelined" && r.system == system && r.transport == "unix"
-            })
+            .filter(|r| r.ok() && r.scenario == "pipelined" && r.system == system && r.transport == "unix")
             .max_by(|a, b| a.calls_per_s.total_cmp(&b.calls_per_s))
     };
     let hubwire_best = [best("hubwire-efficient"), best("hubwire-low-latency")]
         .into_iter()
         .flatten()
         .max_by(|a, b| a.calls_per_s.total_cmp(&b.calls_per_s));
-    let floor_best = [best("floor-blocking"), best("floor-spin")]
-        .into_iter()
-        .flatten()
-        .max_by(|a, b| a.calls_per_s.total_cmp(&b.calls_per_s));
+    let floor_best =
+        [best("floor-blocking"), best("floor-spin")].into_iter().flatten().max_by(|a, b| a.calls_per_s.total_cmp(&b.calls_per_s));
     out.push(match hubwire_best {
         Some(h) => TargetCheck {
             target: "Pipelined 16 B calls on one Unix connection: ≥ 3 M calls/s".into(),
@@ -241,24 +205,8 @@ pub fn check(res: &Results) -> Vec<TargetCheck> {
     for (mode, floor) in [("efficient", "blocking"), ("low-latency", "spin")] {
         out.push(at_least(
             &format!("Bulk 1 MiB raw, {mode}: ≥ 80% of the {floor} floor's bandwidth"),
-            find(
-                res,
-                "bulk",
-                &format!("hubwire-{mode}"),
-                "unix",
-                "m1",
-                "raw",
-                w4,
-            ),
-            find(
-                res,
-                "bulk",
-                &format!("floor-{floor}"),
-                "unix",
-                "m1",
-                "raw",
-                w4,
-            ),
+            find(res, "bulk", &format!("hubwire-{mode}"), "unix", "m1", "raw", w4),
+            find(res, "bulk", &format!("floor-{floor}"), "unix", "m1", "raw", w4),
             0.8,
             |r| r.mb_per_s,
             |a, b| format!("hubwire {a:.0} MB/s, floor {b:.0} MB/s ({IDLE_VM}: 4.1 GB/s)"),
@@ -270,15 +218,7 @@ pub fn check(res: &Results) -> Vec<TargetCheck> {
     for size in ["k10", "k50", "k100"] {
         out.push(at_least(
             &format!("{size} raw: ≥ ipc-channel bytes channel throughput"),
-            find(
-                res,
-                "ipc_sizes",
-                "hubwire-efficient",
-                "unix",
-                size,
-                "raw",
-                w16,
-            ),
+            find(res, "ipc_sizes", "hubwire-efficient", "unix", size, "raw", w16),
             find(res, "ipc_sizes", "ipc-bytes", "unix", size, "raw", w16),
             1.0,
             |r| r.mb_per_s,
@@ -288,15 +228,7 @@ pub fn check(res: &Results) -> Vec<TargetCheck> {
     for size in ["k10", "k50", "k100"] {
         out.push(at_least(
             &format!("{size} structured: ≥ ipc-channel serde channel throughput"),
-            find(
-                res,
-                "ipc_sizes",
-                "hubwire-efficient",
-                "unix",
-                size,
-                "msgpack",
-                w16,
-            ),
+            find(res, "ipc_sizes", "hubwire-efficient", "unix", size, "msgpack", w16),
             find(res, "ipc_sizes", "ipc-serde", "unix", size, "msgpack", w16),
             1.0,
             |r| r.mb_per_s,

@@ -18,19 +18,10 @@ pub fn compare(old: &Results, new: &Results) -> String {
             None => gone.push(o.key.clone()),
         }
     }
-    let added: Vec<&str> = new
-        .rows
-        .iter()
-        .filter(|n| n.ok() && !old.rows.iter().any(|o| o.key == n.key && o.ok()))
-        .map(|n| n.key.as_str())
-        .collect();
+    let added: Vec<&str> =
+        new.rows.iter().filter(|n| n.ok() && !old.rows.iter().any(|o| o.key == n.key && o.ok())).map(|n| n.key.as_str()).collect();
     changes.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut s = format!(
-        "Compared with the run of {} ({} profile): {} rows in both.\n",
-        old.unix_time,
-        old.profile,
-        changes.len()
-    );
+    let mut s = format!("Compared with the run of {} ({} profile): {} rows in both.\n", old.unix_time, old.profile, changes.len());
     let line = |s: &mut String, (d, o, n): &(f64, &crate::results::Row, &crate::results::Row)| {
         let _ = writeln!(
             s,
@@ -45,31 +36,13 @@ pub fn compare(old: &Results, new: &Results) -> String {
     };
     let faster: Vec<_> = changes.iter().filter(|c| c.0 < -THRESHOLD).collect();
     let slower: Vec<_> = changes.iter().rev().filter(|c| c.0 > THRESHOLD).collect();
-    let _ = writeln!(
-        s,
-        "faster by more than {:.0}%: {}",
-        THRESHOLD * 100.0,
-        faster.len()
-    );
+    let _ = writeln!(s, "faster by more than {:.0}%: {}", THRESHOLD * 100.0, faster.len());
     faster.into_iter().for_each(|c| line(&mut s, c));
-    let _ = writeln!(
-        s,
-        "slower by more than {:.0}%: {}",
-        THRESHOLD * 100.0,
-        slower.len()
-    );
+    let _ = writeln!(s, "slower by more than {:.0}%: {}", THRESHOLD * 100.0, slower.len());
     slower.into_iter().for_each(|c| line(&mut s, c));
     let listed = |keys: &[&str]| {
         let more = keys.len().saturating_sub(10);
-        format!(
-            "{}{}",
-            keys[..keys.len().min(10)].join(", "),
-            if more > 0 {
-                format!(" and {more} more")
-            } else {
-                String::new()
-            }
-        )
+        format!("{}{}", keys[..keys.len().min(10)].join(", "), if more > 0 { format!(" and {more} more") } else { String::new() })
     };
     if !gone.is_empty() {
         let gone: Vec<&str> = gone.iter().map(String::as_str).collect();

@@ -41,11 +41,7 @@ pub fn header(res: &Results) -> String {
         res.profile,
         res.warmup_s,
         res.measure_s,
-        if m.commit.is_empty() {
-            "unknown"
-        } else {
-            &m.commit
-        }
+        if m.commit.is_empty() { "unknown" } else { &m.commit }
     );
     let _ = writeln!(
         s,
@@ -80,11 +76,7 @@ fn utc(secs: u64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60
-    )
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}", rem / 3600, rem % 3600 / 60)
 }
 
 /// Why the machine was not idle, if it was not.
@@ -95,18 +87,10 @@ pub fn idle_warning(res: &Results) -> Option<String> {
         why.push(format!("load average {:.2} at the start", m.load_before));
     }
     if m.foreign_cpu_pct > 10.0 {
-        why.push(format!(
-            "other processes used {:.0}% of a CPU during the run",
-            m.foreign_cpu_pct
-        ));
+        why.push(format!("other processes used {:.0}% of a CPU during the run", m.foreign_cpu_pct));
     }
     if !m.busy_at_start.is_empty() {
-        let list: Vec<String> = m
-            .busy_at_start
-            .iter()
-            .take(5)
-            .map(|(n, p)| format!("{n} {p:.0}%"))
-            .collect();
+        let list: Vec<String> = m.busy_at_start.iter().take(5).map(|(n, p)| format!("{n} {p:.0}%")).collect();
         why.push(format!("busy at the start: {}", list.join(", ")));
     }
     (!why.is_empty()).then(|| {
@@ -119,8 +103,7 @@ pub fn idle_warning(res: &Results) -> Option<String> {
 
 /// The targets table.
 pub fn targets(res: &Results) -> String {
-    let mut s =
-        String::from("| target | measured (this run) | ratio | limit | |\n|---|---|---|---|---|\n");
+    let mut s = String::from("| target | measured (this run) | ratio | limit | |\n|---|---|---|---|---|\n");
     for t in &res.targets {
         let verdict = match t.met {
             Some(true) => "met",
@@ -132,9 +115,7 @@ pub fn targets(res: &Results) -> String {
             "| {} | {} | {} | {} | {verdict} |",
             t.target,
             t.measured,
-            t.ratio
-                .map(|r| format!("{r:.2}"))
-                .unwrap_or_else(|| "–".into()),
+            t.ratio.map(|r| format!("{r:.2}")).unwrap_or_else(|| "–".into()),
             t.limit
         );
     }
@@ -155,23 +136,10 @@ pub fn scenario(res: &Results, sc: &Scenario) -> String {
         s.push_str("| system | transport | payload | encoding | mode | calls/s | MB/s | CPU µs/call | × floor | × best peer |\n|---|---|---|---|---|---|---|---|---|---|\n");
     }
     for r in rows {
-        let head = format!(
-            "| {} | {} | {} ({}) | {} | {} ",
-            r.system,
-            r.transport,
-            r.payload,
-            size(r.payload_bytes),
-            r.encoding,
-            r.mode
-        );
+        let head = format!("| {} | {} | {} ({}) | {} | {} ", r.system, r.transport, r.payload, size(r.payload_bytes), r.encoding, r.mode);
         if let Some(e) = &r.error {
             let cols = if seq { 7 } else { 5 };
-            let _ = writeln!(
-                s,
-                "{head}| failed: {} {}|",
-                e.replace('|', "/"),
-                "| ".repeat(cols - 1)
-            );
+            let _ = writeln!(s, "{head}| failed: {} {}|", e.replace('|', "/"), "| ".repeat(cols - 1));
             continue;
         }
         if seq {

@@ -61,23 +61,14 @@ impl Listening {
         match transport {
             Transport::Unix => cmd.arg("--unix").arg(dir.join("peer.sock")),
             Transport::Tcp => cmd.args(["--tcp", "127.0.0.1:0"]),
-            t => {
-                return Err(io::Error::other(format!(
-                    "{} is not a listening transport",
-                    t.name()
-                )))
-            }
+            t => return Err(io::Error::other(format!("{} is not a listening transport", t.name()))),
         };
         let peer = Peer::listening(cmd)?;
         let addr = match transport {
             Transport::Unix => Addr::Unix(PathBuf::from(&peer.address)),
             _ => Addr::Tcp(peer.address.clone()),
         };
-        Ok(Listening {
-            peer,
-            addr,
-            _dir: dir,
-        })
+        Ok(Listening { peer, addr, _dir: dir })
     }
 
     /// Its process id.
@@ -126,11 +117,7 @@ pub fn spawn_socketpair(args: &[&str]) -> io::Result<(Peer, UnixStream)> {
 /// Starts `bench-peer <args…>` with piped stdin and stdout; returns the
 /// peer and (its stdout to read, its stdin to write).
 pub fn spawn_stdio(args: &[&str]) -> io::Result<(Peer, OwnedFd, OwnedFd)> {
-    let mut child = Command::new(bench_peer()?)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()?;
+    let mut child = Command::new(bench_peer()?).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn()?;
     let stdin: OwnedFd = child.stdin.take().expect("piped").into();
     let stdout: OwnedFd = child.stdout.take().expect("piped").into();
     Ok((Peer::from_child(child), stdout, stdin))

@@ -25,18 +25,10 @@ pub fn start(job: &Job, spin: bool) -> io::Result<Box<dyn Target>> {
     }
     let payload = job.payload.raw.clone();
     Ok(match job.transport {
-        Transport::Unix | Transport::Tcp => Box::new(Remote {
-            server: Listening::start(&args, job.transport)?,
-            spin,
-            payload,
-        }),
-        Transport::Child | Transport::Pipe => Box::new(PerChild {
-            args,
-            pipe: job.transport == Transport::Pipe,
-            spin,
-            payload,
-            children: Children::default(),
-        }),
+        Transport::Unix | Transport::Tcp => Box::new(Remote { server: Listening::start(&args, job.transport)?, spin, payload }),
+        Transport::Child | Transport::Pipe => {
+            Box::new(PerChild { args, pipe: job.transport == Transport::Pipe, spin, payload, children: Children::default() })
+        }
         Transport::Inproc => Box::new(InProc { spin, payload }),
         Transport::Hub => return Err(io::Error::other("the floor does not go through the hub")),
     })
@@ -85,11 +77,7 @@ impl Target for PerChild {
             (peer, FrameIo::socket(OwnedFd::from(sock), self.spin)?)
         };
         self.children.add(peer.pid());
-        Ok(Box::new(FloorClient {
-            io,
-            payload: self.payload.clone(),
-            _peer: Some(peer),
-        }))
+        Ok(Box::new(FloorClient { io, payload: self.payload.clone(), _peer: Some(peer) }))
     }
 
     fn peers(&self) -> Vec<u32> {
@@ -137,12 +125,7 @@ impl Target for InProc {
                 }
             }
         });
-        Ok(Box::new(ChannelClient {
-            tx: to_srv,
-            rx: from_srv,
-            spin,
-            payload: self.payload.clone(),
-        }))
+        Ok(Box::new(ChannelClient { tx: to_srv, rx: from_srv, spin, payload: self.payload.clone() }))
     }
 
     fn peers(&self) -> Vec<u32> {
@@ -180,9 +163,7 @@ impl ChannelClient {
     }
 
     fn send(&self) -> io::Result<()> {
-        self.tx
-            .send(self.payload.clone())
-            .map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))
+        self.tx.send(self.payload.clone()).map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))
     }
 }
 
@@ -193,11 +174,6 @@ impl Client for ChannelClient {
     }
 
     fn pipeline(&mut self, window: usize, calls: u64) -> io::Result<()> {
-        run_sync(send_ahead(
-            window,
-            calls,
-            async || self.send(),
-            async || self.answer(),
-        ))
+        run_sync(send_ahead(window, calls, async || self.send(), async || self.answer()))
     }
 }

@@ -40,10 +40,7 @@ impl echo_server::Echo for Echo {
     type StreamStream = Streaming<Blob>;
 
     /// The answer stream is the request stream: each message goes back.
-    async fn stream(
-        &self,
-        req: Request<Streaming<Blob>>,
-    ) -> Result<Response<Self::StreamStream>, Status> {
+    async fn stream(&self, req: Request<Streaming<Blob>>) -> Result<Response<Self::StreamStream>, Status> {
         Ok(Response::new(req.into_inner()))
     }
 }
@@ -61,24 +58,14 @@ impl ServeConnection for echo_server::EchoServer<Echo> {
     where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
-        let builder =
-            hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
-        let _ = builder
-            .serve_connection(
-                TokioIo::new(s),
-                hyper_util::service::TowerToHyperService::new(self),
-            )
-            .await;
+        let builder = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new());
+        let _ = builder.serve_connection(TokioIo::new(s), hyper_util::service::TowerToHyperService::new(self)).await;
     }
 }
 
 /// Starts `bench-peer tonic`; clients make unary calls or use one stream.
 pub fn start(job: &Job, stream: bool) -> io::Result<Box<dyn Target>> {
-    Ok(Box::new(Tonic {
-        server: Listening::start(&["tonic"], job.transport)?,
-        payload: job.payload.raw.clone(),
-        stream,
-    }))
+    Ok(Box::new(Tonic { server: Listening::start(&["tonic"], job.transport)?, payload: job.payload.raw.clone(), stream }))
 }
 
 struct Tonic {
@@ -94,19 +81,11 @@ async fn channel(addr: &Addr) -> io::Result<Channel> {
             Endpoint::from_static("http://bench")
                 .connect_with_connector(tower::service_fn(move |_: tonic::transport::Uri| {
                     let p = p.clone();
-                    async move {
-                        Ok::<_, io::Error>(TokioIo::new(tokio::net::UnixStream::connect(p).await?))
-                    }
+                    async move { Ok::<_, io::Error>(TokioIo::new(tokio::net::UnixStream::connect(p).await?)) }
                 }))
                 .await
         }
-        Addr::Tcp(a) => {
-            Endpoint::from_shared(format!("http://{a}"))
-                .map_err(io::Error::other)?
-                .tcp_nodelay(true)
-                .connect()
-                .await
-        }
+        Addr::Tcp(a) => Endpoint::from_shared(format!("http://{a}")).map_err(io::Error::other)?.tcp_nodelay(true).connect().await,
     }
     .map_err(io::Error::other)
 }
@@ -114,29 +93,17 @@ async fn channel(addr: &Addr) -> io::Result<Channel> {
 impl Target for Tonic {
     fn connect(&self) -> io::Result<Box<dyn Client>> {
         let rt = runtime()?;
-        let client = rt
-            .block_on(channel(&self.server.addr))
-            .map(echo_client::EchoClient::new)?;
+        let client = rt.block_on(channel(&self.server.addr)).map(echo_client::EchoClient::new)?;
         let stream = if self.stream {
             let (tx, rx) = mpsc::channel(1024);
             let mut c = client.clone();
-            let answers = rt
-                .block_on(c.stream(ReceiverStream::new(rx)))
-                .map_err(io::Error::other)?
-                .into_inner();
+            let answers = rt.block_on(c.stream(ReceiverStream::new(rx))).map_err(io::Error::other)?.into_inner();
             Some((tx, answers))
         } else {
             None
         };
         let payload = self.payload.clone();
-        Ok(OnRuntime::boxed(
-            rt,
-            TonicClient {
-                client,
-                stream,
-                payload,
-            },
-        ))
+        Ok(OnRuntime::boxed(rt, TonicClient { client, stream, payload }))
     }
 
     fn peers(&self) -> Vec<u32> {
@@ -151,30 +118,16 @@ struct TonicClient {
 }
 
 async fn unary(client: &mut echo_client::EchoClient<Channel>, payload: &Bytes) -> io::Result<()> {
-    let out = client
-        .unary(Blob {
-            data: payload.clone(),
-        })
-        .await
-        .map_err(io::Error::other)?
-        .into_inner();
+    let out = client.unary(Blob { data: payload.clone() }).await.map_err(io::Error::other)?.into_inner();
     check_len(out.data.len(), payload.len())
 }
 
 async fn send(tx: &mpsc::Sender<Blob>, payload: &Bytes) -> io::Result<()> {
-    tx.send(Blob {
-        data: payload.clone(),
-    })
-    .await
-    .map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))
+    tx.send(Blob { data: payload.clone() }).await.map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))
 }
 
 async fn answer(answers: &mut Streaming<Blob>, payload: &Bytes) -> io::Result<()> {
-    let out = answers
-        .message()
-        .await
-        .map_err(io::Error::other)?
-        .ok_or(io::ErrorKind::UnexpectedEof)?;
+    let out = answers.message().await.map_err(io::Error::other)?.ok_or(io::ErrorKind::UnexpectedEof)?;
     check_len(out.data.len(), payload.len())
 }
 

@@ -17,17 +17,12 @@ use crate::stats::Latency;
 
 /// Starts `grpcbench server`.
 pub fn start(job: &Job, exe: Option<&Path>, stream: bool) -> io::Result<Box<dyn Target>> {
-    let exe = exe.map(Path::to_path_buf).ok_or_else(|| {
-        io::Error::other("grpc-go bench program not built (make bench-deps, or pass --grpc-go)")
-    })?;
+    let exe = exe
+        .map(Path::to_path_buf)
+        .ok_or_else(|| io::Error::other("grpc-go bench program not built (make bench-deps, or pass --grpc-go)"))?;
     let mut cmd = Command::new(&exe);
     cmd.arg("server");
-    Ok(Box::new(GoGrpc {
-        exe,
-        server: Listening::spawn(cmd, job.transport)?,
-        stream,
-        size: job.payload.len(),
-    }))
+    Ok(Box::new(GoGrpc { exe, server: Listening::spawn(cmd, job.transport)?, stream, size: job.payload.len() }))
 }
 
 struct GoGrpc {
@@ -55,10 +50,7 @@ struct Report {
 
 impl Target for GoGrpc {
     fn connect(&self) -> io::Result<Box<dyn Client>> {
-        Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "the grpc-go client runs in Go",
-        ))
+        Err(io::Error::new(io::ErrorKind::Unsupported, "the grpc-go client runs in Go"))
     }
 
     fn peers(&self) -> Vec<u32> {
@@ -78,30 +70,12 @@ impl Target for GoGrpc {
             .arg("client")
             .args(["-network", network, "-addr", &address])
             .args(["-kind", if self.stream { "stream" } else { "unary" }])
-            .args([
-                "-size",
-                &self.size.to_string(),
-                "-window",
-                &window.to_string(),
-            ])
-            .args([
-                "-warmup-ms",
-                &budget.warmup.as_millis().to_string(),
-                "-measure-ms",
-                &budget.measure.as_millis().to_string(),
-            ])
-            .args([
-                "-max",
-                &budget.max_calls.to_string(),
-                "-server-pid",
-                &self.server.pid().to_string(),
-            ])
+            .args(["-size", &self.size.to_string(), "-window", &window.to_string()])
+            .args(["-warmup-ms", &budget.warmup.as_millis().to_string(), "-measure-ms", &budget.measure.as_millis().to_string()])
+            .args(["-max", &budget.max_calls.to_string(), "-server-pid", &self.server.pid().to_string()])
             .output()?;
         if !out.status.success() {
-            return Err(io::Error::other(format!(
-                "grpcbench client: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
+            return Err(io::Error::other(format!("grpcbench client: {}", String::from_utf8_lossy(&out.stderr).trim())));
         }
         let r: Report = serde_json::from_slice(&out.stdout)?;
         let latency = (window == 0).then_some(Latency {

@@ -49,14 +49,7 @@ impl Target for Server {
             }
         })?;
         let (payload, json) = (self.payload.clone(), self.json);
-        Ok(OnRuntime::boxed(
-            rt,
-            HttpClient {
-                sender,
-                payload,
-                json,
-            },
-        ))
+        Ok(OnRuntime::boxed(rt, HttpClient { sender, payload, json }))
     }
 
     fn peers(&self) -> Vec<u32> {
@@ -69,9 +62,7 @@ async fn handshake<S>(s: S) -> io::Result<SendRequest>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let (tx, conn) = hyper::client::conn::http1::handshake(TokioIo::new(s))
-        .await
-        .map_err(io::Error::other)?;
+    let (tx, conn) = hyper::client::conn::http1::handshake(TokioIo::new(s)).await.map_err(io::Error::other)?;
     tokio::spawn(conn);
     Ok(tx)
 }
@@ -86,29 +77,18 @@ struct HttpClient {
 
 async fn post(sender: &mut SendRequest, payload: &Payload, json: bool) -> io::Result<()> {
     let (body, ctype) = if json {
-        (
-            Bytes::from(serde_json::to_vec(&payload.json_value())?),
-            "application/json",
-        )
+        (Bytes::from(serde_json::to_vec(&payload.json_value())?), "application/json")
     } else {
         (payload.raw.clone(), "application/octet-stream")
     };
-    let req = Request::post("/echo")
-        .header("host", "bench")
-        .header("content-type", ctype)
-        .body(Full::new(body))
-        .map_err(io::Error::other)?;
+    let req =
+        Request::post("/echo").header("host", "bench").header("content-type", ctype).body(Full::new(body)).map_err(io::Error::other)?;
     sender.ready().await.map_err(io::Error::other)?;
     let resp = sender.send_request(req).await.map_err(io::Error::other)?;
     if !resp.status().is_success() {
         return Err(io::Error::other(format!("HTTP {}", resp.status())));
     }
-    let got = resp
-        .into_body()
-        .collect()
-        .await
-        .map_err(io::Error::other)?
-        .to_bytes();
+    let got = resp.into_body().collect().await.map_err(io::Error::other)?.to_bytes();
     if json {
         let v: Value = serde_json::from_slice(&got)?;
         check_len(shape(&v), shape(&payload.json_value()))
@@ -124,28 +104,15 @@ impl AsyncClient for HttpClient {
 }
 
 async fn echo(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
-    let json = req
-        .headers()
-        .get("content-type")
-        .is_some_and(|v| v == "application/json");
+    let json = req.headers().get("content-type").is_some_and(|v| v == "application/json");
     let body = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
-        Err(e) => {
-            return Ok(Response::builder()
-                .status(400)
-                .body(Full::new(Bytes::from(e.to_string())))
-                .expect("a valid response"))
-        }
+        Err(e) => return Ok(Response::builder().status(400).body(Full::new(Bytes::from(e.to_string()))).expect("a valid response")),
     };
     let out = if json {
         match serde_json::from_slice::<Value>(&body).and_then(|v| serde_json::to_vec(&v)) {
             Ok(v) => Bytes::from(v),
-            Err(e) => {
-                return Ok(Response::builder()
-                    .status(400)
-                    .body(Full::new(Bytes::from(e.to_string())))
-                    .expect("a valid response"))
-            }
+            Err(e) => return Ok(Response::builder().status(400).body(Full::new(Bytes::from(e.to_string()))).expect("a valid response")),
         }
     } else {
         body
@@ -167,9 +134,6 @@ impl ServeConnection for EchoServer {
     where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
-        let _ = self
-            .0
-            .serve_connection(TokioIo::new(s), hyper::service::service_fn(echo))
-            .await;
+        let _ = self.0.serve_connection(TokioIo::new(s), hyper::service::service_fn(echo)).await;
     }
 }

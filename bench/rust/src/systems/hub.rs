@@ -45,20 +45,13 @@ pub fn start(job: &Job, exe: Option<&Path>) -> io::Result<Box<dyn Target>> {
     let t0 = Instant::now();
     while !sock.exists() {
         if t0.elapsed() > Duration::from_secs(10) {
-            return Err(io::Error::other(format!(
-                "hub not available: no socket at {} after 10 s",
-                sock.display()
-            )));
+            return Err(io::Error::other(format!("hub not available: no socket at {} after 10 s", sock.display())));
         }
         std::thread::sleep(Duration::from_millis(10));
     }
     wait_for_provider(&sock, t0)?;
     let remote = Remote::external(Addr::Unix(sock), Vec::new(), wait, job);
-    Ok(Box::new(Hub {
-        remote,
-        hub,
-        _dir: dir,
-    }))
+    Ok(Box::new(Hub { remote, hub, _dir: dir }))
 }
 
 /// Dials the hub until its HELLO offers `echo`: the hub listens before
@@ -81,9 +74,7 @@ fn wait_for_provider(sock: &Path, t0: Instant) -> io::Result<()> {
             Err(e) => return Err(e),
         }
         if t0.elapsed() > Duration::from_secs(10) {
-            return Err(io::Error::other(
-                "hub not available: it offered no `echo` method after 10 s",
-            ));
+            return Err(io::Error::other("hub not available: it offered no `echo` method after 10 s"));
         }
         std::thread::sleep(Duration::from_millis(10));
     }

@@ -6,7 +6,7 @@
 use std::io;
 use std::sync::Arc;
 
-use hubwire::{CallOptions, Codec, ConnectionOptions, Connection, Provider, Raw, WaitMode};
+use hubwire::{CallOptions, Codec, Connection, ConnectionOptions, Provider, Raw, WaitMode};
 use serde_json::Value;
 
 use super::endpoint::{Addr, Children, Listening};
@@ -29,18 +29,14 @@ fn wait_mode(name: &str) -> io::Result<WaitMode> {
     match name {
         "efficient" => Ok(WaitMode::Efficient),
         "low-latency" => Ok(WaitMode::low_latency()),
-        other => Err(io::Error::other(format!(
-            "--wait {other:?}: efficient or low-latency"
-        ))),
+        other => Err(io::Error::other(format!("--wait {other:?}: efficient or low-latency"))),
     }
 }
 
 /// A hubwire job's wait mode, by name
 /// ([`System::wait_mode`](crate::model::System::wait_mode)) and as hubwire's.
 pub fn job_wait_mode(job: &Job) -> io::Result<(&'static str, WaitMode)> {
-    let name = job.system.wait_mode().ok_or_else(|| {
-        io::Error::other(format!("{} is not a hubwire system", job.system.name()))
-    })?;
+    let name = job.system.wait_mode().ok_or_else(|| io::Error::other(format!("{} is not a hubwire system", job.system.name())))?;
     Ok((name, wait_mode(name)?))
 }
 
@@ -79,33 +75,11 @@ pub fn start(job: &Job) -> io::Result<Box<dyn Target>> {
     Ok(match job.transport {
         Transport::Unix | Transport::Tcp => {
             let server = Listening::start(&["hubwire", "--wait", mode], job.transport)?;
-            Box::new(Remote {
-                addr: server.addr.clone(),
-                pids: vec![server.pid()],
-                _server: Some(server),
-                wait,
-                payload,
-                encoding,
-            })
+            Box::new(Remote { addr: server.addr.clone(), pids: vec![server.pid()], _server: Some(server), wait, payload, encoding })
         }
-        Transport::Child => Box::new(PerChild {
-            mode,
-            wait,
-            payload,
-            encoding,
-            children: Children::default(),
-        }),
-        Transport::Inproc => Box::new(InProc {
-            wait,
-            payload,
-            encoding,
-        }),
-        t => {
-            return Err(io::Error::other(format!(
-                "hubwire::start does not do {}",
-                t.name()
-            )))
-        }
+        Transport::Child => Box::new(PerChild { mode, wait, payload, encoding, children: Children::default() }),
+        Transport::Inproc => Box::new(InProc { wait, payload, encoding }),
+        t => return Err(io::Error::other(format!("hubwire::start does not do {}", t.name()))),
     })
 }
 
@@ -124,14 +98,7 @@ pub struct Remote {
 impl Remote {
     /// A server started by someone else (the hub).
     pub fn external(addr: Addr, pids: Vec<u32>, wait: WaitMode, job: &Job) -> Remote {
-        Remote {
-            addr,
-            pids,
-            _server: None,
-            wait,
-            payload: job.payload.clone(),
-            encoding: job.encoding,
-        }
+        Remote { addr, pids, _server: None, wait, payload: job.payload.clone(), encoding: job.encoding }
     }
 }
 
@@ -141,16 +108,8 @@ impl Target for Remote {
         let config = ConnectionOptions::new("bench-client").wait(self.wait);
         let conn = rt.block_on(async {
             match &self.addr {
-                Addr::Unix(p) => {
-                    Connection::dial(hubwire::transport::unix::connect(p).await?, &config)
-                        .await
-                        .map_err(err)
-                }
-                Addr::Tcp(a) => {
-                    Connection::dial(hubwire::transport::tcp::connect(a.as_str()).await?, &config)
-                        .await
-                        .map_err(err)
-                }
+                Addr::Unix(p) => Connection::dial(hubwire::transport::unix::connect(p).await?, &config).await.map_err(err),
+                Addr::Tcp(a) => Connection::dial(hubwire::transport::tcp::connect(a.as_str()).await?, &config).await.map_err(err),
             }
         })?;
         Ok(client(rt, conn, &self.payload, self.encoding, None))
@@ -175,27 +134,15 @@ impl Target for PerChild {
         let rt = runtime()?;
         let (conn, child) = rt.block_on(async {
             let mut cmd = tokio::process::Command::new(crate::peer::bench_peer()?);
-            cmd.args(["hubwire", "--wait", self.mode])
-                .kill_on_drop(true);
-            let (t, child) = hubwire::transport::child::spawn(
-                cmd,
-                hubwire::transport::child::SpawnOptions::new("bench"),
-            )?;
-            let conn = Connection::dial(t, &ConnectionOptions::new("bench-client").wait(self.wait))
-                .await
-                .map_err(err)?;
+            cmd.args(["hubwire", "--wait", self.mode]).kill_on_drop(true);
+            let (t, child) = hubwire::transport::child::spawn(cmd, hubwire::transport::child::SpawnOptions::new("bench"))?;
+            let conn = Connection::dial(t, &ConnectionOptions::new("bench-client").wait(self.wait)).await.map_err(err)?;
             Ok::<_, io::Error>((conn, child))
         })?;
         if let Some(pid) = child.id() {
             self.children.add(pid);
         }
-        Ok(client(
-            rt,
-            conn,
-            &self.payload,
-            self.encoding,
-            Some(Box::new(child)),
-        ))
+        Ok(client(rt, conn, &self.payload, self.encoding, Some(Box::new(child))))
     }
 
     fn peers(&self) -> Vec<u32> {
@@ -223,12 +170,7 @@ impl Target for InProc {
             });
         });
         let rt = runtime()?;
-        let conn = rt
-            .block_on(Connection::dial(
-                a,
-                &ConnectionOptions::new("bench-client").wait(self.wait),
-            ))
-            .map_err(err)?;
+        let conn = rt.block_on(Connection::dial(a, &ConnectionOptions::new("bench-client").wait(self.wait))).map_err(err)?;
         Ok(client(rt, conn, &self.payload, self.encoding, None))
     }
 
@@ -246,15 +188,7 @@ fn client(
     keep: Option<Box<dyn Send>>,
 ) -> Box<dyn Client> {
     let payload = payload.clone();
-    OnRuntime::boxed(
-        rt,
-        HubwireClient {
-            conn,
-            payload,
-            encoding,
-            _keep: keep,
-        },
-    )
+    OnRuntime::boxed(rt, HubwireClient { conn, payload, encoding, _keep: keep })
 }
 
 struct HubwireClient {
@@ -269,10 +203,7 @@ struct HubwireClient {
 async fn call(conn: &Connection, payload: &Payload, encoding: Encoding) -> io::Result<()> {
     let codec = match encoding {
         Encoding::Raw => {
-            let out = conn
-                .call_raw("echo", payload.raw.clone())
-                .await
-                .map_err(err)?;
+            let out = conn.call_raw("echo", payload.raw.clone()).await.map_err(err)?;
             return check_len(out.len(), payload.len());
         }
         Encoding::Msgpack => Codec::Msgpack,
@@ -299,8 +230,7 @@ impl AsyncClient for HubwireClient {
     /// `window` tasks sharing the connection.
     async fn pipeline(&mut self, window: usize, calls: u64) -> io::Result<()> {
         in_tasks(window, calls, |share| {
-            let (conn, payload, encoding) =
-                (self.conn.clone(), self.payload.clone(), self.encoding);
+            let (conn, payload, encoding) = (self.conn.clone(), self.payload.clone(), self.encoding);
             async move {
                 while share.claim() {
                     call(&conn, &payload, encoding).await?;

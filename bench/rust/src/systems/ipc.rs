@@ -8,9 +8,7 @@ use std::process::Command;
 use std::sync::mpsc;
 
 use bytes::Bytes;
-use ipc_channel::ipc::{
-    self, IpcBytesReceiver, IpcBytesSender, IpcOneShotServer, IpcReceiver, IpcSender,
-};
+use ipc_channel::ipc::{self, IpcBytesReceiver, IpcBytesSender, IpcOneShotServer, IpcReceiver, IpcSender};
 use serde::{Deserialize, Serialize};
 
 use super::endpoint::Children;
@@ -48,17 +46,9 @@ fn err(e: impl std::fmt::Debug) -> io::Error {
 pub fn start(job: &Job, serde: bool) -> io::Result<Box<dyn Target>> {
     let msg = match &job.payload.value {
         Structured::Msg(m) => m.clone(),
-        Structured::Doc(_) => Msg {
-            topic: 7,
-            data: job.payload.raw.to_vec(),
-        },
+        Structured::Doc(_) => Msg { topic: 7, data: job.payload.raw.to_vec() },
     };
-    Ok(Box::new(Ipc {
-        serde,
-        raw: job.payload.raw.clone(),
-        msg,
-        children: Children::default(),
-    }))
+    Ok(Box::new(Ipc { serde, raw: job.payload.raw.clone(), msg, children: Children::default() }))
 }
 
 struct Ipc {
@@ -72,11 +62,7 @@ impl Target for Ipc {
     fn connect(&self) -> io::Result<Box<dyn Client>> {
         let (server, name) = IpcOneShotServer::<IpcSender<Ends>>::new()?;
         let kind = if self.serde { "ipc-serde" } else { "ipc-bytes" };
-        let peer = Peer::from_child(
-            Command::new(bench_peer()?)
-                .args([kind, "--ipc", &name])
-                .spawn()?,
-        );
+        let peer = Peer::from_child(Command::new(bench_peer()?).args([kind, "--ipc", &name]).spawn()?);
         self.children.add(peer.pid());
         // accept() blocks with no timeout: wait for it on another thread, so
         // a child that dies before connecting fails this row, not the run.
@@ -102,12 +88,7 @@ impl Target for Ipc {
             Tx::Bytes(_, b) => b.len(),
             Tx::Serde(_, m) => m.data.len(),
         };
-        Ok(Box::new(IpcClient {
-            tx,
-            rx,
-            sent,
-            _peer: peer,
-        }))
+        Ok(Box::new(IpcClient { tx, rx, sent, _peer: peer }))
     }
 
     fn peers(&self) -> Vec<u32> {
@@ -172,9 +153,7 @@ impl Client for IpcClient {
                 let _ = credit_tx.try_send(());
             }
             drop(credit_tx);
-            let s = sender
-                .join()
-                .map_err(|_| io::Error::other("the sending thread panicked"))?;
+            let s = sender.join().map_err(|_| io::Error::other("the sending thread panicked"))?;
             r.and(s)
         })
     }
@@ -198,11 +177,7 @@ pub fn serve(name: Option<&str>, serde: bool) -> io::Result<()> {
                 resp.send(m).map_err(err)?;
             }
         }
-        _ => {
-            return Err(io::Error::other(
-                "the parent sent the other kind of channel",
-            ))
-        }
+        _ => return Err(io::Error::other("the parent sent the other kind of channel")),
     }
     Ok(())
 }

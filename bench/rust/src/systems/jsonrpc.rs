@@ -33,10 +33,7 @@ struct Response {
 
 /// One child per connection.
 pub fn start(job: &Job) -> io::Result<Box<dyn Target>> {
-    Ok(Box::new(Stdio {
-        params: job.payload.json_value(),
-        children: Children::default(),
-    }))
+    Ok(Box::new(Stdio { params: job.payload.json_value(), children: Children::default() }))
 }
 
 struct Stdio {
@@ -75,12 +72,7 @@ struct RpcClient {
 impl Client for RpcClient {
     fn call(&mut self) -> io::Result<()> {
         self.id += 1;
-        let req = Request {
-            jsonrpc: "2.0".into(),
-            id: self.id,
-            method: "echo".into(),
-            params: self.params.clone(),
-        };
+        let req = Request { jsonrpc: "2.0".into(), id: self.id, method: "echo".into(), params: self.params.clone() };
         serde_json::to_writer(&mut self.w, &req)?;
         self.w.write_all(b"\n")?;
         self.w.flush()?;
@@ -90,10 +82,7 @@ impl Client for RpcClient {
         }
         let resp: Response = serde_json::from_str(&self.line)?;
         if resp.id != self.id {
-            return Err(io::Error::other(format!(
-                "answer to request {} instead of {}",
-                resp.id, self.id
-            )));
+            return Err(io::Error::other(format!("answer to request {} instead of {}", resp.id, self.id)));
         }
         check_len(shape(&resp.result), shape(&self.params))
     }
@@ -110,14 +99,7 @@ pub fn serve() -> io::Result<()> {
             return Ok(());
         }
         let req: Request = serde_json::from_str(&line)?;
-        serde_json::to_writer(
-            &mut w,
-            &Response {
-                jsonrpc: "2.0".into(),
-                id: req.id,
-                result: req.params,
-            },
-        )?;
+        serde_json::to_writer(&mut w, &Response { jsonrpc: "2.0".into(), id: req.id, result: req.params })?;
         w.write_all(b"\n")?;
         w.flush()?;
     }

@@ -13,10 +13,7 @@ use crate::runner::Target;
 
 /// Nothing runs between calls; each call starts its own process.
 pub fn start(job: &Job) -> io::Result<Box<dyn Target>> {
-    Ok(Box::new(PerCall {
-        exe: bench_peer()?,
-        payload: job.payload.raw.clone(),
-    }))
+    Ok(Box::new(PerCall { exe: bench_peer()?, payload: job.payload.raw.clone() }))
 }
 
 struct PerCall {
@@ -26,10 +23,7 @@ struct PerCall {
 
 impl Target for PerCall {
     fn connect(&self) -> io::Result<Box<dyn Client>> {
-        Ok(Box::new(PerCall {
-            exe: self.exe.clone(),
-            payload: self.payload.clone(),
-        }))
+        Ok(Box::new(PerCall { exe: self.exe.clone(), payload: self.payload.clone() }))
     }
 
     // Each call's process is reaped within the call, so its CPU time
@@ -41,18 +35,10 @@ impl Target for PerCall {
 
 impl Client for PerCall {
     fn call(&mut self) -> io::Result<()> {
-        let mut child = Command::new(&self.exe)
-            .arg("spawn-echo")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()?;
+        let mut child = Command::new(&self.exe).arg("spawn-echo").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn()?;
         // The child reads all of stdin before it answers, so writing first
         // cannot deadlock.
-        child
-            .stdin
-            .take()
-            .expect("piped")
-            .write_all(&self.payload)?;
+        child.stdin.take().expect("piped").write_all(&self.payload)?;
         let mut out = Vec::with_capacity(self.payload.len());
         child.stdout.take().expect("piped").read_to_end(&mut out)?;
         let status = child.wait()?;

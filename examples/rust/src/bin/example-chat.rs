@@ -71,35 +71,18 @@ fn eight_ball() -> Provider {
 
 fn countdown() -> Provider {
     Provider::new("countdown")
-        .server_stream(
-            "countdown",
-            |_ctx, c: Countdown, sink: ItemSink<Reply>| async move {
-                if c.from > 60 {
-                    return Err(Error::invalid_argument("count down from 60 at most"));
-                }
-                for n in (1..=c.from).rev() {
-                    sink.send(&Reply {
-                        text: format!("{n}…"),
-                    })
-                    .await?;
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                sink.send(&Reply {
-                    text: "🚀 liftoff!".into(),
-                })
-                .await
-            },
-        )
-        .describe(
-            "countdown",
-            json!({"type": "object", "properties": {"from": {"type": "integer", "maximum": 60}}}),
-            reply_schema(),
-            None,
-        )
-        .doc(
-            "countdown",
-            "!countdown <n>: counts down in the channel, one message per tick",
-        )
+        .server_stream("countdown", |_ctx, c: Countdown, sink: ItemSink<Reply>| async move {
+            if c.from > 60 {
+                return Err(Error::invalid_argument("count down from 60 at most"));
+            }
+            for n in (1..=c.from).rev() {
+                sink.send(&Reply { text: format!("{n}…") }).await?;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            sink.send(&Reply { text: "🚀 liftoff!".into() }).await
+        })
+        .describe("countdown", json!({"type": "object", "properties": {"from": {"type": "integer", "maximum": 60}}}), reply_schema(), None)
+        .doc("countdown", "!countdown <n>: counts down in the channel, one message per tick")
 }
 
 fn wordcount() -> Provider {
@@ -110,15 +93,10 @@ fn wordcount() -> Provider {
                 n += 1;
                 words += m.text.split_whitespace().count();
             }
-            Ok(Reply {
-                text: format!("{words} words in {n} messages"),
-            })
+            Ok(Reply { text: format!("{words} words in {n} messages") })
         })
         .describe("wordcount", reply_schema(), reply_schema(), None)
-        .doc(
-            "wordcount",
-            "!wordcount: counts the words of the messages streamed to it",
-        )
+        .doc("wordcount", "!wordcount: counts the words of the messages streamed to it")
 }
 
 fn main() -> ExitCode {
@@ -133,10 +111,7 @@ fn main() -> ExitCode {
         }
     };
     println!("chat command {command} ready (pid {})", std::process::id());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("tokio runtime");
     match rt.block_on(provider.serve_child(ConnectionOptions::new(command.clone()))) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -16,7 +16,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use clap::Parser;
 use hubwire::transport::{self, child::SpawnOptions};
-use hubwire::{CallOptions, Code, ConnectionOptions, Connection, Error};
+use hubwire::{CallOptions, Code, Connection, ConnectionOptions, Error};
 use hubwire_examples::{init_logging, DivError, DivideIn, GreetIn, GreetOut, Wait};
 
 /// Calls every method of the "example" provider once.
