@@ -10,6 +10,7 @@ import { codeName } from "./codes.js";
 import { codecValue, decode, encode } from "./codec.js";
 import { HubwireError } from "./errors.js";
 import { Codec, FrameType, type CodecName } from "./frame.js";
+import { KIND } from "./hello.js";
 import { OutCall } from "./calls.js";
 import { CreditGate, ItemQueue } from "./stream.js";
 import type { Connection } from "./connection.js";
@@ -25,7 +26,6 @@ export interface CallOptions {
 }
 
 const EMPTY = new Uint8Array(0);
-const KIND = { unary: 0, serverStream: 1, clientStream: 2, bidi: 3 } as const;
 
 /** The error a non-ok RESPONSE stands for; a failure's value is decoded with its codec. */
 export function responseError(code: number, message: string, codec: number, payload: Uint8Array): HubwireError {

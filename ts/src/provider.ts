@@ -14,7 +14,7 @@ import { decode, encode } from "./codec.js";
 import { Cancellation, type CallContext } from "./context.js";
 import { Failure, HubwireError } from "./errors.js";
 import { Codec, FrameType, messageBytes } from "./frame.js";
-import { KINDS, type MethodInfo, type PeerInfo } from "./hello.js";
+import { KIND, KINDS, streamsIn, streamsOut, type MethodInfo, type PeerInfo } from "./hello.js";
 import { CreditGate, ItemQueue } from "./stream.js";
 import { Connection, type ConnectionOptions } from "./connection.js";
 import type { Transport } from "./transport/index.js";
@@ -72,22 +72,22 @@ export class Provider {
 
   /** Registers a unary method: `handler(input, ctx)` returns the output. */
   unary<I = any, O = unknown>(name: string, handler: (input: I, ctx: CallContext) => Answer<O>, options?: MethodOptions): this {
-    return this.add(name, 0, handler, options);
+    return this.add(name, KIND.unary, handler, options);
   }
 
   /** Registers a server-streaming method: `handler(input, ctx)` returns (or is a generator of) the outputs. */
   serverStream<I = any, O = unknown>(name: string, handler: (input: I, ctx: CallContext) => Outputs<O>, options?: MethodOptions): this {
-    return this.add(name, 1, handler, options);
+    return this.add(name, KIND.serverStream, handler, options);
   }
 
   /** Registers a client-streaming method: `handler(items, ctx)` returns the output. */
   clientStream<I = any, O = unknown>(name: string, handler: (items: AsyncIterable<I>, ctx: CallContext) => Answer<O>, options?: MethodOptions): this {
-    return this.add(name, 2, handler, options);
+    return this.add(name, KIND.clientStream, handler, options);
   }
 
   /** Registers a bidirectional method: `handler(items, ctx)` returns (or is a generator of) the outputs. */
   bidi<I = any, O = unknown>(name: string, handler: (items: AsyncIterable<I>, ctx: CallContext) => Outputs<O>, options?: MethodOptions): this {
-    return this.add(name, 3, handler, options);
+    return this.add(name, KIND.bidi, handler, options);
   }
 
   /** Registers a method declared with `method()` (the typed layer): the handler's types come from its schemas. */
@@ -294,15 +294,17 @@ export function onRequest(conn: Connection, id: number, kind: number, codec: num
     s.deadline = Date.now() + timeoutMs;
     s.timer = setTimeout(onServedDeadline, timeoutMs, s);
   }
-  if (kind >= 2) s.items = new ItemQueue(conn.local.window, (n) => conn.grant(id, n), (c, p) => s.decodeIn(c, p));
-  if (kind === 1 || kind === 3) s.sendCredit = new CreditGate(conn.peer.window);
+  const inputs = streamsIn(kind);
+  const outputs = streamsOut(kind);
+  if (inputs) s.items = new ItemQueue(conn.local.window, (n) => conn.grant(id, n), (c, p) => s.decodeIn(c, p));
+  if (outputs) s.sendCredit = new CreditGate(conn.peer.window);
   let result: unknown;
   try {
-    result = m.handler(kind >= 2 ? s.items : s.decodeIn(codec, payload), s);
+    result = m.handler(inputs ? s.items : s.decodeIn(codec, payload), s);
   } catch (e) {
     return s.error(e);
   }
-  if (kind === 0 || kind === 2) {
+  if (!outputs) {
     if (result !== null && typeof result === "object" && typeof (result as PromiseLike<unknown>).then === "function") {
       (result as PromiseLike<unknown>).then(
         (v) => s.answer(v),
