@@ -16,7 +16,7 @@ import { Decoder, FrameType, HEADER_LEN, VERSION, encodeFrame, type FrameVisitor
 import { Handshake, Router } from "./reader.js";
 import { DEFAULT_MAX_CALLS, DEFAULT_MAX_FRAME, DEFAULT_WINDOW, negotiate, type Hello } from "./hello.js";
 import { CallQueue, onDeadline, type OutCall } from "./calls.js";
-import { Writer } from "./writer.js";
+import { Writer } from "./engine/writer.js";
 import { concat } from "./bytes.js";
 import type { Provider, ServedCall } from "./provider.js";
 import * as client from "./client.js";
