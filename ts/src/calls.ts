@@ -6,7 +6,8 @@
  */
 
 import { HubwireError } from "./errors.js";
-import type { CreditGate, ItemQueue } from "./stream.js";
+import type { ItemQueue } from "./stream.js";
+import type { CreditGate } from "./engine/credit.js";
 import type { Connection } from "./connection.js";
 
 const EMPTY = new Uint8Array(0);

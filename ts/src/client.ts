@@ -12,7 +12,8 @@ import { HubwireError } from "./errors.js";
 import { Codec, FrameType, type CodecName } from "./frame.js";
 import { KIND } from "./hello.js";
 import { OutCall } from "./calls.js";
-import { CreditGate, ItemQueue } from "./stream.js";
+import { ItemQueue } from "./stream.js";
+import { CreditGate } from "./engine/credit.js";
 import type { Connection } from "./connection.js";
 
 /** Per-call options. */

@@ -15,7 +15,8 @@ import { Cancellation, type CallContext } from "./context.js";
 import { Failure, HubwireError } from "./errors.js";
 import { Codec, FrameType, messageBytes } from "./frame.js";
 import { KIND, KINDS, streamsIn, streamsOut, type MethodInfo, type PeerInfo } from "./hello.js";
-import { CreditGate, ItemQueue } from "./stream.js";
+import { ItemQueue } from "./stream.js";
+import { CreditGate } from "./engine/credit.js";
 import { Connection, type ConnectionOptions } from "./connection.js";
 import type { Transport } from "./transport/index.js";
 

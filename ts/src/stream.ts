@@ -1,53 +1,11 @@
 /**
- * Flow control (`spec/PROTOCOL.md` §8), written once for callers and
- * handlers: {@link CreditGate} holds the credit for the ITEMs this side
- * sends, {@link ItemQueue} the ITEMs this side receives, granting credit
- * back in batches of half the window as the application consumes them.
+ * The ITEMs this side receives on one stream, written once for callers
+ * and handlers: {@link ItemQueue} buffers them and grants credit back as
+ * the application consumes them (the counting is `engine/credit.ts`).
  */
 
 import { HubwireError } from "./errors.js";
-
-interface Waiter {
-  resolve: () => void;
-  reject: (e: HubwireError) => void;
-}
-
-/** Credit for sending ITEMs on one stream. */
-export class CreditGate {
-  private waiters: Waiter[] = [];
-  /** Set when the call ended: no more sends. */
-  error: HubwireError | null = null;
-
-  constructor(private credit: number) {}
-
-  /** Takes one credit: `null` if one was there, else a promise for when one is. */
-  take(): Promise<void> | null {
-    if (this.error !== null) return Promise.reject(this.error);
-    if (this.credit > 0 && this.waiters.length === 0) {
-      this.credit--;
-      return null;
-    }
-    return new Promise<void>((resolve, reject) => this.waiters.push({ resolve, reject }));
-  }
-
-  /** The receiver granted `n` more. */
-  add(n: number): void {
-    this.credit += n;
-    while (this.credit > 0 && this.waiters.length > 0) {
-      this.credit--;
-      this.waiters.shift()!.resolve();
-    }
-  }
-
-  /** The call ended: every waiting and later send fails with `error`. */
-  close(error: HubwireError): void {
-    if (this.error !== null) return;
-    this.error = error;
-    const waiters = this.waiters;
-    this.waiters = [];
-    for (const w of waiters) w.reject(error);
-  }
-}
+import { RecvWindow } from "./engine/credit.js";
 
 /** Turns a received payload into the value the application sees. */
 export type ItemDecoder = (codec: number, payload: Uint8Array) => unknown;
@@ -65,9 +23,7 @@ export class ItemQueue implements AsyncIterableIterator<unknown> {
   private codecs: number[] = [];
   private payloads: Uint8Array[] = [];
   private head = 0;
-  private remaining: number;
-  private consumed = 0;
-  private readonly batch: number;
+  private readonly window: RecvWindow;
   private ended = false;
   private error: HubwireError | null = null;
   private pending: Pending | null = null;
@@ -84,14 +40,12 @@ export class ItemQueue implements AsyncIterableIterator<unknown> {
     private readonly grant: (n: number) => void,
     private readonly decodeItem: ItemDecoder,
   ) {
-    this.remaining = window;
-    this.batch = Math.max(1, window >> 1);
+    this.window = new RecvWindow(window);
   }
 
   /** An ITEM arrived: false if it was beyond the credit granted. */
   push(codec: number, payload: Uint8Array): boolean {
-    if (this.remaining === 0) return false;
-    this.remaining--;
+    if (!this.window.onItem()) return false;
     if (this.ended) return true; // the reader stopped early: drop it
     if (this.pending !== null) {
       const p = this.pending;
@@ -118,11 +72,8 @@ export class ItemQueue implements AsyncIterableIterator<unknown> {
   }
 
   private deliver(codec: number, payload: Uint8Array, p: Pending): void {
-    if (++this.consumed >= this.batch) {
-      this.remaining += this.consumed;
-      this.grant(this.consumed);
-      this.consumed = 0;
-    }
+    const grant = this.window.consumed();
+    if (grant > 0) this.grant(grant);
     let value: unknown;
     try {
       value = this.decodeItem(codec, payload);
