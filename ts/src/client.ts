@@ -11,10 +11,9 @@ import { codecValue, decode, encode } from "./codec.js";
 import { HubwireError } from "./errors.js";
 import { Codec, FrameType, type CodecName } from "./frame.js";
 import { KIND } from "./hello.js";
-import { OutCall } from "./calls.js";
-import { ItemQueue } from "./stream.js";
+import { ItemQueue, OutCall } from "./engine/calls.js";
 import { CreditGate } from "./engine/credit.js";
-import type { Connection } from "./connection.js";
+import type { Core } from "./engine/state.js";
 
 /** Per-call options. */
 export interface CallOptions {
@@ -53,12 +52,13 @@ function output(raw: boolean, codec: number, payload: Uint8Array): unknown {
 
 /** A call whose outcome is one RESPONSE payload: unary and client_stream. */
 class OnceCall extends OutCall {
+  declare readonly core: Core;
   resolve!: (v: unknown) => void;
   reject!: (e: HubwireError) => void;
   readonly result: Promise<unknown>;
 
-  constructor(conn: Connection, kind: number, method: string, codec: number, payload: Uint8Array, readonly raw: boolean) {
-    super(conn, kind, method, codec, payload);
+  constructor(core: Core, kind: number, method: string, codec: number, payload: Uint8Array, readonly raw: boolean) {
+    super(core, kind, method, codec, payload);
     this.result = new Promise((resolve, reject) => {
       this.resolve = resolve;
       this.reject = reject;
@@ -83,14 +83,13 @@ class OnceCall extends OutCall {
 
 /** A call whose outputs are ITEMs: server_stream and bidi. */
 class StreamCall extends OutCall {
-  constructor(conn: Connection, kind: number, method: string, codec: number, payload: Uint8Array, raw: boolean) {
-    super(conn, kind, method, codec, payload);
-    const recv = new ItemQueue(
-      conn.local.window,
-      (n) => conn.grant(this.id, n),
-      (c, p) => output(raw, c, p),
-    );
-    recv.onReturn = () => conn.abandon(this, new HubwireError("cancelled", "the caller stopped reading"));
+  declare readonly core: Core;
+
+  constructor(core: Core, kind: number, method: string, codec: number, payload: Uint8Array, raw: boolean) {
+    super(core, kind, method, codec, payload);
+    const recv = new ItemQueue(core.local.window, (n) => core.grant(this.id, n));
+    recv.decode = (c, p) => output(raw, c, p);
+    recv.onReturn = () => core.abandon(this, new HubwireError("cancelled", "the caller stopped reading"));
     this.recv = recv;
   }
 
@@ -115,7 +114,7 @@ function encodeInput(codec: number, input: unknown): Uint8Array {
 }
 
 /** @internal `conn.call` and `conn.callRaw`. */
-export function unary(conn: Connection, method: string, input: unknown, raw: boolean, options: CallOptions | undefined): Promise<unknown> {
+export function unary(core: Core, method: string, input: unknown, raw: boolean, options: CallOptions | undefined): Promise<unknown> {
   let codec: number = Codec.Raw;
   let payload: Uint8Array;
   try {
@@ -128,8 +127,8 @@ export function unary(conn: Connection, method: string, input: unknown, raw: boo
   } catch (e) {
     return Promise.reject(e);
   }
-  const call = new OnceCall(conn, KIND.unary, method, codec, payload, raw);
-  conn.begin(call, options?.timeoutMs, options?.signal);
+  const call = new OnceCall(core, KIND.unary, method, codec, payload, raw);
+  core.begin(call, options?.timeoutMs, options?.signal);
   return call.result;
 }
 
@@ -145,7 +144,7 @@ export class ItemStream implements AsyncIterable<unknown> {
 
   /** Abandons the call: CANCEL to the callee; reading on gives `cancelled`. */
   cancel(): void {
-    this.call.conn.abandon(this.call, new HubwireError("cancelled", "the call was cancelled by its caller"));
+    this.call.core.abandon(this.call, new HubwireError("cancelled", "the call was cancelled by its caller"));
   }
 
   [Symbol.asyncIterator](): AsyncIterator<unknown> {
@@ -154,7 +153,7 @@ export class ItemStream implements AsyncIterable<unknown> {
 }
 
 /** @internal `conn.serverStream`. */
-export function serverStream(conn: Connection, method: string, input: unknown, options?: CallOptions): ItemStream {
+export function serverStream(core: Core, method: string, input: unknown, options?: CallOptions): ItemStream {
   let codec: number, payload: Uint8Array, error: HubwireError | null = null;
   try {
     codec = codecValue(options?.codec);
@@ -164,16 +163,16 @@ export function serverStream(conn: Connection, method: string, input: unknown, o
     payload = EMPTY;
     error = e as HubwireError;
   }
-  const call = new StreamCall(conn, KIND.serverStream, method, codec, payload, codec === Codec.Raw);
+  const call = new StreamCall(core, KIND.serverStream, method, codec, payload, codec === Codec.Raw);
   if (error !== null) call.fail(error);
-  else conn.begin(call, options?.timeoutMs, options?.signal);
+  else core.begin(call, options?.timeoutMs, options?.signal);
   return new ItemStream(call);
 }
 
 /** Sends the inputs of a client_stream or bidi call. */
 class Inputs {
   constructor(
-    private readonly call: OutCall,
+    private readonly call: OnceCall | StreamCall,
     private readonly codec: number,
   ) {
     call.send = new CreditGate(0);
@@ -181,7 +180,7 @@ class Inputs {
 
   /** Starts the call; its credit (the peer's window) arrives with the REQUEST. */
   begin(options?: CallOptions): void {
-    this.call.conn.begin(this.call, options?.timeoutMs, options?.signal);
+    this.call.core.begin(this.call, options?.timeoutMs, options?.signal);
   }
 
   async send(item: unknown): Promise<void> {
@@ -189,14 +188,14 @@ class Inputs {
     const gate = call.send!;
     if (gate.error !== null) throw gate.error;
     const payload = encodeInput(this.codec, item);
-    if (payload.length > call.conn.peer.max_frame) {
-      const e = new HubwireError("too_large", `item of ${payload.length} bytes exceeds the peer's max_frame of ${call.conn.peer.max_frame} bytes`);
-      call.conn.abandon(call, e);
+    if (payload.length > call.core.peer.max_frame) {
+      const e = new HubwireError("too_large", `item of ${payload.length} bytes exceeds the peer's max_frame of ${call.core.peer.max_frame} bytes`);
+      call.core.abandon(call, e);
       throw e;
     }
     const wait = gate.take();
     if (wait !== null) await wait;
-    call.conn.writer.item(call.id, this.codec, payload);
+    call.core.writer.item(call.id, this.codec, payload);
   }
 
   end(): void {
@@ -205,7 +204,7 @@ class Inputs {
     call.send!.close(new HubwireError("invalid_argument", "the inputs have ended (END was sent)"));
     // A call still queued for the peer's max_calls sends END after its REQUEST.
     if (call.id === 0) call.endPending = true;
-    else call.conn.writer.empty(FrameType.End, call.id);
+    else call.core.writer.empty(FrameType.End, call.id);
   }
 }
 
@@ -239,14 +238,14 @@ export class ClientStream {
 
   /** Abandons the call: CANCEL to the callee. */
   cancel(): void {
-    this.call.conn.abandon(this.call, new HubwireError("cancelled", "the call was cancelled by its caller"));
+    this.call.core.abandon(this.call, new HubwireError("cancelled", "the call was cancelled by its caller"));
   }
 }
 
 /** @internal `conn.clientStream`. */
-export function clientStream(conn: Connection, method: string, options?: CallOptions): ClientStream {
+export function clientStream(core: Core, method: string, options?: CallOptions): ClientStream {
   const codec = codecValue(options?.codec);
-  const call = new OnceCall(conn, KIND.clientStream, method, codec, EMPTY, codec === Codec.Raw);
+  const call = new OnceCall(core, KIND.clientStream, method, codec, EMPTY, codec === Codec.Raw);
   return new ClientStream(call, codec, options);
 }
 
@@ -273,8 +272,8 @@ export class BidiStream extends ItemStream {
 }
 
 /** @internal `conn.bidi`. */
-export function bidi(conn: Connection, method: string, options?: CallOptions): BidiStream {
+export function bidi(core: Core, method: string, options?: CallOptions): BidiStream {
   const codec = codecValue(options?.codec);
-  const call = new StreamCall(conn, KIND.bidi, method, codec, EMPTY, codec === Codec.Raw);
+  const call = new StreamCall(core, KIND.bidi, method, codec, EMPTY, codec === Codec.Raw);
   return new BidiStream(call, codec, options);
 }
