@@ -395,11 +395,13 @@ export class ServedCall extends Cancellation {
   /**
    * The call's streams and timer end (it has left the table): the caller's
    * items end with `items` (null: normally), later sends fail with
-   * `sends`, the deadline timer stops.
+   * `sends` (null: `cancelled`, the call has ended), the deadline timer
+   * stops.
    */
-  close(items: HubwireError | null, sends: HubwireError): void {
+  close(items: HubwireError | null, sends: HubwireError | null): void {
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.items?.finish(items);
-    this.sendCredit?.close(sends);
+    // Made only when needed: an error captures a stack, too dear per call.
+    if (this.sendCredit !== null) this.sendCredit.close(sends ?? new HubwireError("cancelled", "the call has ended"));
   }
 }

@@ -154,7 +154,7 @@ function answer(core: Core, s: ServedCall, out: Outcome): void {
     bytes = out.bytes;
   }
   core.forget(s);
-  s.close(null, new HubwireError("cancelled", "the call has ended"));
+  s.close(null, null);
   respond(core, s.callId, CODES.ok, "", codec, bytes);
 }
 
