@@ -9,7 +9,8 @@ export { Connection, SDK_VERSION, type ConnectionOptions } from "./connection.js
 export { Provider, type Answer, type Outputs, type MethodOptions } from "./provider.js";
 export type { CallContext } from "./context.js";
 export type { Service, Incoming, Payload, Outcome as ServiceOutcome } from "./engine/serve.js";
-export { ItemStream, ClientStream, BidiStream, type CallOptions } from "./client.js";
+export { ItemStream, ItemSink } from "./stream.js";
+export { ClientStream, BidiStream, type CallOptions } from "./client.js";
 export { method, type MethodDef, type Outcome, type MethodSpec } from "./typed.js";
 export { encode, decode, encodeMsgpack, decodeMsgpack, encodeJson, decodeJson } from "./codec.js";
 export { Codec, type CodecName, Decoder, decodeFrame, encodeFrame, type Frame, type FrameVisitor } from "./frame.js";

@@ -16,7 +16,8 @@ import { Core } from "./engine/state.js";
 import { open } from "./engine/handshake.js";
 import type { Service } from "./engine/serve.js";
 import * as client from "./client.js";
-import type { BidiStream, CallOptions, ClientStream, ItemStream } from "./client.js";
+import type { BidiStream, CallOptions, ClientStream } from "./client.js";
+import type { ItemStream } from "./stream.js";
 import type { Transport } from "./transport/index.js";
 
 /** How a connection presents itself and the limits it sets. */

@@ -19,6 +19,7 @@ import { Codec } from "./frame.js";
 import { KIND, KINDS, streamsIn, streamsOut, type MethodInfo } from "./hello.js";
 import type { Incoming, Outcome, Service } from "./engine/serve.js";
 import { Connection, type ConnectionOptions } from "./connection.js";
+import { ItemStream } from "./stream.js";
 import type { Transport } from "./transport/index.js";
 
 /** What a unary or client-stream handler may return. */
@@ -84,12 +85,12 @@ export class Provider implements Service {
   }
 
   /** Registers a client-streaming method: `handler(items, ctx)` returns the output. */
-  clientStream<I = any, O = unknown>(name: string, handler: (items: AsyncIterable<I>, ctx: CallContext) => Answer<O>, options?: MethodOptions): this {
+  clientStream<I = any, O = unknown>(name: string, handler: (items: ItemStream<I>, ctx: CallContext) => Answer<O>, options?: MethodOptions): this {
     return this.add(name, KIND.clientStream, handler, options);
   }
 
   /** Registers a bidirectional method: `handler(items, ctx)` returns (or is a generator of) the outputs. */
-  bidi<I = any, O = unknown>(name: string, handler: (items: AsyncIterable<I>, ctx: CallContext) => Outputs<O>, options?: MethodOptions): this {
+  bidi<I = any, O = unknown>(name: string, handler: (items: ItemStream<I>, ctx: CallContext) => Outputs<O>, options?: MethodOptions): this {
     return this.add(name, KIND.bidi, handler, options);
   }
 
@@ -124,7 +125,7 @@ export class Provider implements Service {
     if (streamsIn(kind)) {
       const items = incoming.items!;
       items.decode = (c, p) => decodeIn(m, name, c, p);
-      input = items;
+      input = new ItemStream(items);
     } else input = decodeIn(m, name, incoming.codec, incoming.payload);
     const result = m.handler(input, ctx);
     if (streamsOut(kind)) return pump(incoming, m, result);
