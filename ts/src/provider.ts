@@ -20,7 +20,7 @@ import { KIND, KINDS, streamsIn, streamsOut, type MethodInfo } from "./hello.js"
 import type { Incoming, Outcome, Service } from "./engine/serve.js";
 import { Connection, type ConnectionOptions } from "./connection.js";
 import { ItemStream } from "./stream.js";
-import type { Transport } from "./transport/index.js";
+import type { Listener, Transport } from "./transport/index.js";
 
 /** What a unary or client-stream handler may return. */
 export type Answer<O> = O | Failure<unknown> | PromiseLike<O | Failure<unknown>>;
@@ -135,8 +135,18 @@ export class Provider implements Service {
     return encodeOutput(m, incoming, result);
   }
 
-  /** Serves these methods on `transport` as the acceptor (`Connection.accept` with this provider). */
-  serve(transport: Transport, options: ConnectionOptions = {}): Promise<Connection> {
+  /**
+   * Serves these methods on every connection `listener` accepts (see
+   * `unix.listen`, `tcp.listen`), each as the acceptor, until the listener
+   * is closed: resolves then. A connection whose handshake fails is
+   * dropped; the others live until they end.
+   */
+  serve(listener: Listener, options: ConnectionOptions = {}): Promise<void> {
+    return listener.accept((t) => void this.serveTransport(t, options).catch(() => {}));
+  }
+
+  /** Serves these methods on one transport as the acceptor (`Connection.accept` with this provider); resolves once the handshake is done. */
+  serveTransport(transport: Transport, options: ConnectionOptions = {}): Promise<Connection> {
     return Connection.accept(transport, { name: this.name, ...options, provider: this });
   }
 }

@@ -72,7 +72,7 @@ function echoProvider(): Provider {
 /** A provider connection with a raw peer as the dialer, after the handshake. */
 async function rawDialer(options: { maxCalls?: number; maxFrame?: number } = {}): Promise<{ peer: RawPeer; served: Promise<Connection> }> {
   const [a, b] = memory.pair();
-  const served = echoProvider().serve(b, options);
+  const served = echoProvider().serveTransport(b, options);
   const peer = new RawPeer(a);
   peer.send({ type: "hello", body: HELLO });
   const h = await peer.next();
@@ -112,8 +112,8 @@ describe("bad input", () => {
     const provider = echoProvider();
     const [a1, b1] = memory.pair();
     const [a2, b2] = memory.pair();
-    void provider.serve(b1);
-    void provider.serve(b2);
+    void provider.serveTransport(b1);
+    void provider.serveTransport(b2);
     const good = await Connection.dial(a2);
     const bad = new RawPeer(a1);
     bad.send({ type: "hello", body: HELLO });
@@ -141,7 +141,7 @@ describe("bad input", () => {
 describe("handshake", () => {
   it("refuses a first frame that is not HELLO", async () => {
     const [a, b] = memory.pair();
-    const served = echoProvider().serve(b);
+    const served = echoProvider().serveTransport(b);
     const peer = new RawPeer(a);
     peer.send({ type: "ping", data: new Uint8Array(8) });
     assert.equal((await peer.next())?.type, "hello");
@@ -169,7 +169,7 @@ describe("handshake", () => {
 describe("limits", () => {
   it("queues calls beyond the peer's max_calls instead of exceeding it", async () => {
     const [a, b] = memory.pair();
-    void echoProvider().serve(b, { maxCalls: 2 });
+    void echoProvider().serveTransport(b, { maxCalls: 2 });
     const conn = await Connection.dial(a);
     assert.equal(conn.peer.max_calls, 2);
     const results = await Promise.all(Array.from({ length: 10 }, (_, i) => conn.call("sleep", i)));
@@ -188,7 +188,7 @@ describe("limits", () => {
 
   it("refuses locally a request over the peer's max_frame, and goes on", async () => {
     const [a, b] = memory.pair();
-    void echoProvider().serve(b, { maxFrame: 4096 });
+    void echoProvider().serveTransport(b, { maxFrame: 4096 });
     const conn = await Connection.dial(a);
     await assert.rejects(conn.callRaw("echo", new Uint8Array(5000)), (e: HubwireError) => e.code === "too_large");
     assert.equal((await conn.callRaw("echo", new Uint8Array(4000))).length, 4000);
@@ -197,7 +197,7 @@ describe("limits", () => {
 
   it("drains: calls in flight finish, new ones are refused", async () => {
     const [a, b] = memory.pair();
-    const served = echoProvider().serve(b);
+    const served = echoProvider().serveTransport(b);
     const conn = await Connection.dial(a);
     const inFlight = conn.call("sleep", 50);
     await new Promise((r) => setTimeout(r, 10));

@@ -34,7 +34,7 @@ async function inProcess(listen: (on: (t: Transport) => void) => Promise<{ dial(
   const service = behaviourService();
   const l = await listen((t) => {
     served.push(t);
-    void service.serve(t).catch(() => {});
+    void service.serveTransport(t).catch(() => {});
   });
   const conn = await Connection.dial(await l.dial(), { name: "behaviour-client", provider: clientService() });
   return {

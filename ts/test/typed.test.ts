@@ -54,7 +54,7 @@ function provider(): Provider {
 
 async function connect(): Promise<Connection> {
   const [a, b] = memory.pair();
-  void provider().serve(b);
+  void provider().serveTransport(b);
   return Connection.dial(a);
 }
 
