@@ -125,7 +125,8 @@ export function serveRequest(
   } catch (e) {
     return fail(core, s, e);
   }
-  if (out !== undefined && typeof (out as PromiseLike<Outcome>).then === "function") {
+  // `!= null`: a JavaScript service may answer `null` for the empty ok.
+  if (out != null && typeof (out as PromiseLike<Outcome>).then === "function") {
     (out as PromiseLike<Outcome>).then(
       (o) => answer(core, s, o),
       (e) => fail(core, s, e),
@@ -148,7 +149,7 @@ function answer(core: Core, s: ServedCall, out: Outcome): void {
   if (!s.live) return;
   let codec: number = Codec.Raw;
   let bytes = EMPTY;
-  if (out !== undefined) {
+  if (out != null) {
     if (!(out.bytes instanceof Uint8Array)) return fail(core, s, new HubwireError("defect", `${s.method}: the service's outcome has no bytes`));
     codec = out.codec;
     bytes = out.bytes;
