@@ -90,7 +90,7 @@ await step('002 validation', async () => {
   const decl = declarations(hubwire);
   const dial = async (style) => {
     const [a, b] = hubwire.memory.pair();
-    provider(hubwire, style).serve(b);
+    provider(hubwire, style).serveTransport(b);
     return hubwire.Connection.dial(a);
   };
   const typed = await dial('typed');

@@ -35,15 +35,17 @@ type Cmd = Record<string, any>;
 
 async function serve(cmd: Cmd): Promise<string> {
   const provider = conformanceService(emit);
-  const serveOne = (t: Transport) => void provider.serve(t, { name: "conformance-testee" }).catch(() => {});
+  const options = { name: "conformance-testee" };
   switch (cmd.transport) {
     case "unix":
-      return (await unix.listen(cmd.address, serveOne)).address;
-    case "tcp":
-      return (await tcp.listen(cmd.address, serveOne)).address;
+    case "tcp": {
+      const listener = cmd.transport === "unix" ? await unix.listen(cmd.address) : await tcp.listen(cmd.address);
+      void provider.serve(listener, options);
+      return listener.address;
+    }
     case "child":
       // The handshake needs the runner, which waits for `ready`: answer first.
-      setImmediate(() => serveOne(parent()));
+      setImmediate(() => void provider.serveTransport(parent(), options).catch(() => {}));
       return "child";
     default:
       throw new HubwireError("unavailable", `unsupported transport ${JSON.stringify(cmd.transport)}`);

@@ -31,15 +31,16 @@ const provider = new Provider("dice")
 
 const [flag, address] = process.argv.slice(2);
 if (process.env.HUBWIRE_FD !== undefined) {
-  const why = await child.serveParent(provider);
+  const why = await child.serveChild(provider);
   console.error(`dice: parent gone (${why.message})`);
   process.exit(0);
 } else if (flag === "--unix" && address) {
-  await unix.listen(address, (t) => void provider.serve(t).catch(() => {}));
+  void provider.serve(await unix.listen(address));
   console.error(`dice: listening on unix:${address}`);
 } else if (flag === "--tcp" && address) {
-  const l = await tcp.listen(address, (t) => void provider.serve(t).catch(() => {}));
-  console.error(`dice: listening on tcp:${l.address}`);
+  const listener = await tcp.listen(address);
+  void provider.serve(listener);
+  console.error(`dice: listening on tcp:${listener.address}`);
 } else {
   console.error("usage: provider.js --unix PATH | --tcp HOST:PORT   (or started by a hubwire parent, HUBWIRE_FD set)");
   process.exit(2);

@@ -4,15 +4,20 @@
  * {@link OutCall} in the connection's table; a deadline (`timeoutMs`) is
  * sent to the callee and enforced here too; aborting the call's signal,
  * `cancel()`, or leaving a `for await` early sends CANCEL.
+ *
+ * The functions here take the engine's `Core`, not the `Connection`:
+ * `Connection`'s methods delegate to them, so this file sits below
+ * `connection.ts`.
  */
 
 import { codeName } from "./codes.js";
-import { codecValue, decode, encode } from "./codec.js";
+import { codecValue, decode } from "./codec.js";
 import { HubwireError } from "./errors.js";
-import { Codec, FrameType, type CodecName } from "./frame.js";
-import { OutCall } from "./calls.js";
-import { CreditGate, ItemQueue } from "./stream.js";
-import type { Connection } from "./connection.js";
+import { Codec, type CodecName } from "./frame.js";
+import { KIND } from "./hello.js";
+import { ItemQueue, OutCall } from "./engine/calls.js";
+import type { Core } from "./engine/state.js";
+import { encodeInput, ItemSink, ItemStream } from "./stream.js";
 
 /** Per-call options. */
 export interface CallOptions {
@@ -25,7 +30,6 @@ export interface CallOptions {
 }
 
 const EMPTY = new Uint8Array(0);
-const KIND = { unary: 0, serverStream: 1, clientStream: 2, bidi: 3 } as const;
 
 /** The error a non-ok RESPONSE stands for; a failure's value is decoded with its codec. */
 export function responseError(code: number, message: string, codec: number, payload: Uint8Array): HubwireError {
@@ -52,12 +56,13 @@ function output(raw: boolean, codec: number, payload: Uint8Array): unknown {
 
 /** A call whose outcome is one RESPONSE payload: unary and client_stream. */
 class OnceCall extends OutCall {
+  declare readonly core: Core;
   resolve!: (v: unknown) => void;
   reject!: (e: HubwireError) => void;
   readonly result: Promise<unknown>;
 
-  constructor(conn: Connection, kind: number, method: string, codec: number, payload: Uint8Array, readonly raw: boolean) {
-    super(conn, kind, method, codec, payload);
+  constructor(core: Core, kind: number, method: string, codec: number, payload: Uint8Array, readonly raw: boolean) {
+    super(core, kind, method, codec, payload);
     this.result = new Promise((resolve, reject) => {
       this.resolve = resolve;
       this.reject = reject;
@@ -82,14 +87,13 @@ class OnceCall extends OutCall {
 
 /** A call whose outputs are ITEMs: server_stream and bidi. */
 class StreamCall extends OutCall {
-  constructor(conn: Connection, kind: number, method: string, codec: number, payload: Uint8Array, raw: boolean) {
-    super(conn, kind, method, codec, payload);
-    const recv = new ItemQueue(
-      conn.local.window,
-      (n) => conn.grant(this.id, n),
-      (c, p) => output(raw, c, p),
-    );
-    recv.onReturn = () => conn.abandon(this, new HubwireError("cancelled", "the caller stopped reading"));
+  declare readonly core: Core;
+
+  constructor(core: Core, kind: number, method: string, codec: number, payload: Uint8Array, raw: boolean) {
+    super(core, kind, method, codec, payload);
+    const recv = new ItemQueue(core.local.window, (n) => core.grant(this.id, n));
+    recv.decode = (c, p) => output(raw, c, p);
+    recv.onReturn = () => core.abandon(this, new HubwireError("cancelled", "the caller stopped reading"));
     this.recv = recv;
   }
 
@@ -104,17 +108,8 @@ class StreamCall extends OutCall {
   }
 }
 
-function encodeInput(codec: number, input: unknown): Uint8Array {
-  try {
-    return encode(codec, input);
-  } catch (e) {
-    if (e instanceof HubwireError) throw e;
-    throw new HubwireError("invalid_argument", `cannot encode input: ${(e as Error).message}`);
-  }
-}
-
 /** @internal `conn.call` and `conn.callRaw`. */
-export function unary(conn: Connection, method: string, input: unknown, raw: boolean, options: CallOptions | undefined): Promise<unknown> {
+export function unary(core: Core, method: string, input: unknown, raw: boolean, options: CallOptions | undefined): Promise<unknown> {
   let codec: number = Codec.Raw;
   let payload: Uint8Array;
   try {
@@ -127,33 +122,18 @@ export function unary(conn: Connection, method: string, input: unknown, raw: boo
   } catch (e) {
     return Promise.reject(e);
   }
-  const call = new OnceCall(conn, KIND.unary, method, codec, payload, raw);
-  conn.begin(call, options?.timeoutMs, options?.signal);
+  const call = new OnceCall(core, KIND.unary, method, codec, payload, raw);
+  core.begin(call, options?.timeoutMs, options?.signal);
   return call.result;
 }
 
-/** The outputs of a server stream or a bidi call: an `AsyncIterable`. */
-export class ItemStream implements AsyncIterable<unknown> {
-  /** @internal */
-  constructor(protected readonly call: StreamCall) {}
-
-  /** The next output; `done` when the callee ended the stream with `ok`. Rejects with the call's error otherwise. */
-  next(): Promise<IteratorResult<unknown>> {
-    return this.call.recv!.next();
-  }
-
-  /** Abandons the call: CANCEL to the callee; reading on gives `cancelled`. */
-  cancel(): void {
-    this.call.conn.abandon(this.call, new HubwireError("cancelled", "the call was cancelled by its caller"));
-  }
-
-  [Symbol.asyncIterator](): AsyncIterator<unknown> {
-    return this.call.recv!;
-  }
+/** The caller gives up on `call`. */
+function cancelled(call: OutCall): void {
+  call.core.abandon(call, new HubwireError("cancelled", "the call was cancelled by its caller"));
 }
 
 /** @internal `conn.serverStream`. */
-export function serverStream(conn: Connection, method: string, input: unknown, options?: CallOptions): ItemStream {
+export function serverStream(core: Core, method: string, input: unknown, options?: CallOptions): ItemStream {
   let codec: number, payload: Uint8Array, error: HubwireError | null = null;
   try {
     codec = codecValue(options?.codec);
@@ -163,71 +143,33 @@ export function serverStream(conn: Connection, method: string, input: unknown, o
     payload = EMPTY;
     error = e as HubwireError;
   }
-  const call = new StreamCall(conn, KIND.serverStream, method, codec, payload, codec === Codec.Raw);
+  const call = new StreamCall(core, KIND.serverStream, method, codec, payload, codec === Codec.Raw);
   if (error !== null) call.fail(error);
-  else conn.begin(call, options?.timeoutMs, options?.signal);
-  return new ItemStream(call);
-}
-
-/** Sends the inputs of a client_stream or bidi call. */
-class Inputs {
-  constructor(
-    private readonly call: OutCall,
-    private readonly codec: number,
-  ) {
-    call.send = new CreditGate(0);
-  }
-
-  /** Starts the call; its credit (the peer's window) arrives with the REQUEST. */
-  begin(options?: CallOptions): void {
-    this.call.conn.begin(this.call, options?.timeoutMs, options?.signal);
-  }
-
-  async send(item: unknown): Promise<void> {
-    const call = this.call;
-    const gate = call.send!;
-    if (gate.error !== null) throw gate.error;
-    const payload = encodeInput(this.codec, item);
-    if (payload.length > call.conn.peer.max_frame) {
-      const e = new HubwireError("too_large", `item of ${payload.length} bytes exceeds the peer's max_frame of ${call.conn.peer.max_frame} bytes`);
-      call.conn.abandon(call, e);
-      throw e;
-    }
-    const wait = gate.take();
-    if (wait !== null) await wait;
-    call.conn.writer.item(call.id, this.codec, payload);
-  }
-
-  end(): void {
-    const call = this.call;
-    if (call.send!.error !== null) return;
-    call.send!.close(new HubwireError("invalid_argument", "the inputs have ended (END was sent)"));
-    // A call still queued for the peer's max_calls sends END after its REQUEST.
-    if (call.id === 0) call.endPending = true;
-    else call.conn.writer.empty(FrameType.End, call.id);
-  }
+  else core.begin(call, options?.timeoutMs, options?.signal);
+  return new ItemStream(call.recv!, () => cancelled(call));
 }
 
 /** A client-streaming call: `send` inputs, then `finish()` for the single output. */
 export class ClientStream {
-  private readonly inputs: Inputs;
+  /** The sending half: the inputs (`send`, `end`). */
+  readonly sink: ItemSink;
 
   /** @internal */
   constructor(private readonly call: OnceCall, codec: number, options?: CallOptions) {
     // The outcome may settle before anyone awaits it (an early answer).
     call.result.catch(() => {});
-    this.inputs = new Inputs(call, codec);
-    this.inputs.begin(options);
+    this.sink = new ItemSink(call.core, call, codec);
+    call.core.begin(call, options?.timeoutMs, options?.signal);
   }
 
   /** Sends one input, waiting for credit. Rejects once the call has ended (`finish()` then says how). */
   send(item: unknown): Promise<void> {
-    return this.inputs.send(item);
+    return this.sink.send(item);
   }
 
   /** Ends the inputs (END) and waits for the output. */
   finish(): Promise<unknown> {
-    this.inputs.end();
+    this.sink.end();
     return this.call.result;
   }
 
@@ -238,42 +180,43 @@ export class ClientStream {
 
   /** Abandons the call: CANCEL to the callee. */
   cancel(): void {
-    this.call.conn.abandon(this.call, new HubwireError("cancelled", "the call was cancelled by its caller"));
+    cancelled(this.call);
   }
 }
 
 /** @internal `conn.clientStream`. */
-export function clientStream(conn: Connection, method: string, options?: CallOptions): ClientStream {
+export function clientStream(core: Core, method: string, options?: CallOptions): ClientStream {
   const codec = codecValue(options?.codec);
-  const call = new OnceCall(conn, KIND.clientStream, method, codec, EMPTY, codec === Codec.Raw);
+  const call = new OnceCall(core, KIND.clientStream, method, codec, EMPTY, codec === Codec.Raw);
   return new ClientStream(call, codec, options);
 }
 
-/** A bidirectional call: `send` inputs and `end()` them; iterate the outputs. */
+/** A bidirectional call: `send` inputs and `end()` them; iterate the outputs (the receiving half). */
 export class BidiStream extends ItemStream {
-  private readonly inputs: Inputs;
+  /** The sending half: the inputs (`send`, `end`). */
+  readonly sink: ItemSink;
 
   /** @internal */
   constructor(call: StreamCall, codec: number, options?: CallOptions) {
-    super(call);
-    this.inputs = new Inputs(call, codec);
-    this.inputs.begin(options);
+    super(call.recv!, () => cancelled(call));
+    this.sink = new ItemSink(call.core, call, codec);
+    call.core.begin(call, options?.timeoutMs, options?.signal);
   }
 
   /** Sends one input, waiting for credit. */
   send(item: unknown): Promise<void> {
-    return this.inputs.send(item);
+    return this.sink.send(item);
   }
 
   /** No more inputs (END). The outputs go on until the callee ends them. */
   end(): void {
-    this.inputs.end();
+    this.sink.end();
   }
 }
 
 /** @internal `conn.bidi`. */
-export function bidi(conn: Connection, method: string, options?: CallOptions): BidiStream {
+export function bidi(core: Core, method: string, options?: CallOptions): BidiStream {
   const codec = codecValue(options?.codec);
-  const call = new StreamCall(conn, KIND.bidi, method, codec, EMPTY, codec === Codec.Raw);
+  const call = new StreamCall(core, KIND.bidi, method, codec, EMPTY, codec === Codec.Raw);
   return new BidiStream(call, codec, options);
 }

@@ -12,7 +12,7 @@
 
 import { codeName, CODES, type CodeName } from "./codes.js";
 import { HubwireError } from "./errors.js";
-import { DEFAULT_MAX_FRAME, encodeHello, KINDS, parseHello, type Hello, type Kind } from "./hello.js";
+import { DEFAULT_MAX_FRAME, encodeHello, KINDS, parseHello, streamsIn, type Hello, type Kind } from "./hello.js";
 
 /** Length of the fixed frame header. */
 export const HEADER_LEN = 12;
@@ -169,7 +169,7 @@ export class Decoder {
         const method = this.methodName(b, start + 5, mlen);
         const kind = flags & 3;
         const payloadStart = start + 5 + mlen;
-        if (kind >= 2 && payloadStart !== end) {
+        if (streamsIn(kind) && payloadStart !== end) {
           throw protocol(`${KINDS[kind]} Request must have an empty payload, got ${end - payloadStart} bytes`);
         }
         return v.request(callId, kind, codec, timeoutMs, method, b.subarray(payloadStart, end));

@@ -15,10 +15,27 @@ export const DEFAULT_MAX_CALLS = 4096;
 export const MIN_MAX_FRAME = 4096;
 const U32_MAX = 0xffffffff;
 
-/** The four call kinds, by their wire value (REQUEST flags bits 0–1). */
+/** The four call kinds' names, by their wire value (REQUEST flags bits 0–1). */
 export const KINDS = ["unary", "server_stream", "client_stream", "bidi"] as const;
 /** A call kind's name. */
 export type Kind = (typeof KINDS)[number];
+
+/**
+ * The call kinds' wire values (`spec/PROTOCOL.md` §1, §5.2), so code says
+ * `KIND.bidi` rather than `3`. Bit 0: the callee streams outputs; bit 1:
+ * the caller streams inputs.
+ */
+export const KIND = { unary: 0, serverStream: 1, clientStream: 2, bidi: 3 } as const;
+
+/** Whether the caller of a call of wire kind `kind` streams inputs (ITEMs to the callee): client_stream, bidi. */
+export function streamsIn(kind: number): boolean {
+  return (kind & 2) !== 0;
+}
+
+/** Whether the callee of a call of wire kind `kind` streams outputs (ITEMs to the caller): server_stream, bidi. */
+export function streamsOut(kind: number): boolean {
+  return (kind & 1) !== 0;
+}
 
 /** Who a peer is. */
 export interface PeerInfo {

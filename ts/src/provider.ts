@@ -5,19 +5,22 @@
  * failure; a thrown `HubwireError` answers with its code; anything else
  * thrown is a `defect` of that call only.
  *
- * A handler that answers synchronously is answered in the same tick as
- * its REQUEST arrived, without a promise: the raw echo costs one call.
+ * A {@link Provider} is a {@link Service}: the engine (`engine/serve.ts`)
+ * hands it each call as an `Incoming`; the provider finds the method,
+ * decodes the input, runs the handler and encodes its output. A handler
+ * that answers synchronously is answered in the same tick as its REQUEST
+ * arrived, without a promise: the raw echo costs one call.
  */
 
-import { CODES } from "./codes.js";
 import { decode, encode } from "./codec.js";
-import { Cancellation, type CallContext } from "./context.js";
+import type { CallContext } from "./context.js";
 import { Failure, HubwireError } from "./errors.js";
-import { Codec, FrameType, messageBytes } from "./frame.js";
-import { KINDS, type MethodInfo, type PeerInfo } from "./hello.js";
-import { CreditGate, ItemQueue } from "./stream.js";
+import { Codec } from "./frame.js";
+import { KIND, KINDS, streamsIn, streamsOut, type MethodInfo } from "./hello.js";
+import type { Incoming, Outcome, Service } from "./engine/serve.js";
 import { Connection, type ConnectionOptions } from "./connection.js";
-import type { Transport } from "./transport/index.js";
+import { ItemStream } from "./stream.js";
+import type { Listener, Transport } from "./transport/index.js";
 
 /** What a unary or client-stream handler may return. */
 export type Answer<O> = O | Failure<unknown> | PromiseLike<O | Failure<unknown>>;
@@ -37,6 +40,7 @@ export interface MethodOptions {
 /** @internal A registered method. */
 export interface Method {
   info: MethodInfo;
+  /** The wire kind (`KIND`). */
   kind: number;
   rawIn: boolean;
   rawOut: boolean;
@@ -45,10 +49,10 @@ export interface Method {
 
 const RAW_SCHEMA = { contentMediaType: "application/octet-stream" };
 
-/** A set of methods under a name. */
-export class Provider {
-  /** @internal */
-  readonly methods = new Map<string, Method>();
+/** A set of methods under a name: the usual {@link Service}. */
+export class Provider implements Service {
+  /** @internal The methods by name. */
+  readonly table = new Map<string, Method>();
 
   constructor(readonly name: string) {}
 
@@ -66,28 +70,28 @@ export class Provider {
     };
     if (options.schema?.errors !== undefined) info.errors = options.schema.errors;
     if (options.doc !== undefined) info.doc = options.doc;
-    this.methods.set(name, { info, kind, rawIn, rawOut, handler });
+    this.table.set(name, { info, kind, rawIn, rawOut, handler });
     return this;
   }
 
   /** Registers a unary method: `handler(input, ctx)` returns the output. */
   unary<I = any, O = unknown>(name: string, handler: (input: I, ctx: CallContext) => Answer<O>, options?: MethodOptions): this {
-    return this.add(name, 0, handler, options);
+    return this.add(name, KIND.unary, handler, options);
   }
 
   /** Registers a server-streaming method: `handler(input, ctx)` returns (or is a generator of) the outputs. */
   serverStream<I = any, O = unknown>(name: string, handler: (input: I, ctx: CallContext) => Outputs<O>, options?: MethodOptions): this {
-    return this.add(name, 1, handler, options);
+    return this.add(name, KIND.serverStream, handler, options);
   }
 
   /** Registers a client-streaming method: `handler(items, ctx)` returns the output. */
-  clientStream<I = any, O = unknown>(name: string, handler: (items: AsyncIterable<I>, ctx: CallContext) => Answer<O>, options?: MethodOptions): this {
-    return this.add(name, 2, handler, options);
+  clientStream<I = any, O = unknown>(name: string, handler: (items: ItemStream<I>, ctx: CallContext) => Answer<O>, options?: MethodOptions): this {
+    return this.add(name, KIND.clientStream, handler, options);
   }
 
   /** Registers a bidirectional method: `handler(items, ctx)` returns (or is a generator of) the outputs. */
-  bidi<I = any, O = unknown>(name: string, handler: (items: AsyncIterable<I>, ctx: CallContext) => Outputs<O>, options?: MethodOptions): this {
-    return this.add(name, 3, handler, options);
+  bidi<I = any, O = unknown>(name: string, handler: (items: ItemStream<I>, ctx: CallContext) => Outputs<O>, options?: MethodOptions): this {
+    return this.add(name, KIND.bidi, handler, options);
   }
 
   /** Registers a method declared with `method()` (the typed layer): the handler's types come from its schemas. */
@@ -96,251 +100,120 @@ export class Provider {
     return this;
   }
 
-  /** @internal The methods as HELLO lists them. */
-  methodInfos(): MethodInfo[] {
-    return [...this.methods.values()].map((m) => m.info);
+  /** The methods as HELLO lists them ({@link Service}). */
+  methods(): MethodInfo[] {
+    return [...this.table.values()].map((m) => m.info);
   }
 
-  /** Serves these methods on `transport` as the acceptor (`Connection.accept` with this provider). */
-  serve(transport: Transport, options: ConnectionOptions = {}): Promise<Connection> {
+  /**
+   * Answers one call ({@link Service}): finds the method, decodes the
+   * input, runs the handler, encodes its output; a stream handler's
+   * outputs go out as ITEMs within the caller's credit.
+   */
+  call(incoming: Incoming): Outcome | PromiseLike<Outcome> {
+    const name = incoming.method;
+    const m = this.table.get(name);
+    if (m === undefined) {
+      throw new HubwireError("unknown_method", `unknown method ${JSON.stringify(name)}; offered: ${JSON.stringify([...this.table.keys()])}`);
+    }
+    const kind = incoming.kind;
+    if (m.kind !== kind) throw new HubwireError("invalid_argument", `method ${JSON.stringify(name)} is ${KINDS[m.kind]}, called as ${KINDS[kind]}`);
+    // The engine's Incoming has every field of a CallContext; `connection`
+    // is the Connection the engine carries opaquely.
+    const ctx = incoming as unknown as CallContext;
+    let input: unknown;
+    if (streamsIn(kind)) {
+      const items = incoming.items!;
+      items.decode = (c, p) => decodeIn(m, name, c, p);
+      input = new ItemStream(items);
+    } else input = decodeIn(m, name, incoming.codec, incoming.payload);
+    const result = m.handler(input, ctx);
+    if (streamsOut(kind)) return pump(incoming, m, result);
+    if (result !== null && typeof result === "object" && typeof (result as PromiseLike<unknown>).then === "function") {
+      return (result as PromiseLike<unknown>).then((v) => encodeOutput(m, incoming, v));
+    }
+    return encodeOutput(m, incoming, result);
+  }
+
+  /**
+   * Serves these methods on every connection `listener` accepts (see
+   * `unix.listen`, `tcp.listen`), each as the acceptor, until the listener
+   * is closed: resolves then. A connection whose handshake fails is
+   * dropped; the others live until they end.
+   */
+  serve(listener: Listener, options: ConnectionOptions = {}): Promise<void> {
+    return listener.accept((t) => void this.serveTransport(t, options).catch(() => {}));
+  }
+
+  /** Serves these methods on one transport as the acceptor (`Connection.accept` with this provider); resolves once the handshake is done. */
+  serveTransport(transport: Transport, options: ConnectionOptions = {}): Promise<Connection> {
     return Connection.accept(transport, { name: this.name, ...options, provider: this });
   }
 }
 
-/** @internal A call this side serves; also the handler's {@link CallContext}. */
-export class ServedCall extends Cancellation implements CallContext {
-  /** The caller's ITEMs (client_stream, bidi). */
-  items: ItemQueue | null = null;
-  /** Credit for our ITEMs (server_stream, bidi). */
-  sendCredit: CreditGate | null = null;
-  timer: ReturnType<typeof setTimeout> | undefined = undefined;
-  deadline: number | undefined = undefined;
-
-  constructor(
-    readonly conn: Connection,
-    readonly callId: number,
-    readonly m: Method,
-    /** The request's codec; answers use it (MessagePack when it was raw). */
-    readonly codec: number,
-  ) {
-    super();
-  }
-
-  get method(): string {
-    return this.m.info.name;
-  }
-
-  get peer(): PeerInfo {
-    return this.conn.peer.peer;
-  }
-
-  get connection(): Connection {
-    return this.conn;
-  }
-
-  /** Whether the call is still live (not answered, cancelled or lost). */
-  get live(): boolean {
-    return this.conn.served.get(this.callId) === this;
-  }
-
-  /** Forgets the call. */
-  private leave(): void {
-    this.conn.served.delete(this.callId);
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    if (this.conn.draining) this.conn.checkIdle();
-  }
-
-  /** The call ends without an answer (CANCEL, connection lost): the handler sees its signal abort. */
-  stop(reason: HubwireError): void {
-    this.leave();
-    this.items?.finish(reason);
-    this.sendCredit?.close(reason);
-    this.cancel(reason);
-  }
-
-  /** Answers with an error now (deadline, flow-control overrun) and stops the handler. */
-  finishWith(error: HubwireError): void {
-    if (!this.live) return;
-    this.stop(error);
-    this.respondError(error);
-  }
-
-  /** The handler produced `value` (the output, or a `Failure`). */
-  answer(value: unknown): void {
-    if (!this.live) return;
-    let payload: Uint8Array;
-    try {
-      payload = this.encodeOut(value);
-    } catch (e) {
-      return this.error(e);
-    }
-    this.leave();
-    this.items?.finish(null);
-    this.sendCredit?.close(new HubwireError("cancelled", "the call has ended"));
-    this.respond(0, "", this.outCodec, payload);
-  }
-
-  /** A stream handler ended: RESPONSE `ok` with no payload. */
-  done(): void {
-    if (!this.live) return;
-    this.leave();
-    this.items?.finish(null);
-    this.sendCredit?.close(new HubwireError("cancelled", "the call has ended"));
-    this.respond(0, "", Codec.Raw, EMPTY);
-  }
-
-  /** The handler threw (or returned a `Failure`). */
-  error(e: unknown): void {
-    if (!this.live) return;
-    this.leave();
-    this.items?.finish(null);
-    const err = toError(e);
-    this.sendCredit?.close(err);
-    this.respondError(err);
-  }
-
-  /** The codec of outputs and items: raw for raw outputs, else the request's (MessagePack when that was raw). */
-  get outCodec(): number {
-    return this.m.rawOut ? Codec.Raw : this.codec === Codec.Raw ? Codec.Msgpack : this.codec;
-  }
-
-  /** @internal An output or item as it goes on the wire (in {@link outCodec}); a `Failure` is thrown. */
-  encodeOut(value: unknown): Uint8Array {
-    if (this.m.rawOut && value instanceof Uint8Array) return value;
-    if (value instanceof Failure) throw value;
-    if (this.m.rawOut) throw new HubwireError("defect", `${this.method}: a raw method must produce a Uint8Array`);
-    try {
-      return encode(this.outCodec, value);
-    } catch (e) {
-      throw new HubwireError("defect", `output could not be encoded: ${(e as Error).message}`);
-    }
-  }
-
-  private respondError(err: HubwireError): void {
-    if (err.code !== "failure") return this.respond(CODES[err.code], err.message, Codec.Raw, EMPTY);
-    const codec = this.codec === Codec.Raw ? Codec.Msgpack : this.codec;
-    let payload: Uint8Array;
-    try {
-      payload = err.failure === undefined ? EMPTY : encode(codec, err.failure);
-    } catch (e) {
-      return this.respond(CODES.defect, `failure value could not be encoded: ${(e as Error).message}`, Codec.Raw, EMPTY);
-    }
-    this.respond(CODES.failure, err.message, codec, payload);
-  }
-
-  private respond(code: number, message: string, codec: number, payload: Uint8Array): void {
-    const conn = this.conn;
-    const max = conn.peer.max_frame;
-    const body = 3 + (message.length === 0 ? 0 : messageBytes(message).length) + payload.length;
-    if (body > max) {
-      const msg = `response of ${body} bytes exceeds the caller's max_frame of ${max} bytes`;
-      conn.writer.status(FrameType.Response, this.callId, Codec.Raw, CODES.too_large, msg, null);
-      return;
-    }
-    conn.writer.status(FrameType.Response, this.callId, codec, code, message, payload);
-  }
-
-  /** Decodes the unary or server-stream input, or an item. */
-  decodeIn(codec: number, payload: Uint8Array): unknown {
-    if (this.m.rawIn) return payload;
-    if (codec === Codec.Raw) {
-      throw new HubwireError("invalid_argument", `${this.method}: takes a structured input (msgpack or json), got raw bytes`);
-    }
-    try {
-      return decode(codec, payload);
-    } catch (e) {
-      throw new HubwireError("invalid_argument", `${this.method}: cannot decode input: ${(e as Error).message}`);
-    }
-  }
+/** The codec of a method's outputs and items: raw for raw outputs, else the request's (MessagePack when that was raw). */
+function outCodec(m: Method, requestCodec: number): number {
+  return m.rawOut ? Codec.Raw : requestCodec === Codec.Raw ? Codec.Msgpack : requestCodec;
 }
 
-const EMPTY = new Uint8Array(0);
-
-/** What a thrown value means for the caller. */
-function toError(e: unknown): HubwireError {
-  if (e instanceof Failure) return new HubwireError("failure", "", e.value);
-  if (e instanceof HubwireError) return e;
-  const detail = e instanceof Error ? e.message : String(e);
-  return new HubwireError("defect", `handler threw: ${detail}`);
-}
-
-function onServedDeadline(s: ServedCall): void {
-  s.timer = undefined;
-  s.finishWith(new HubwireError("deadline_exceeded", "deadline exceeded in the handler"));
-}
-
-/** Answers a REQUEST it will not run. */
-function refuse(conn: Connection, id: number, code: number, message: string): void {
-  conn.writer.status(FrameType.Response, id, Codec.Raw, code, message, null);
-}
-
-/** @internal A REQUEST arrived: check it, register it, run its handler. */
-export function onRequest(conn: Connection, id: number, kind: number, codec: number, timeoutMs: number, name: string, payload: Uint8Array): void {
-  const m = conn.provider?.methods.get(name);
-  if (m === undefined) {
-    const offered = conn.provider ? [...conn.provider.methods.keys()] : [];
-    return refuse(conn, id, CODES.unknown_method, `unknown method ${JSON.stringify(name)}; offered: ${JSON.stringify(offered)}`);
-  }
-  if (m.kind !== kind) return refuse(conn, id, CODES.invalid_argument, `method ${JSON.stringify(name)} is ${KINDS[m.kind]}, called as ${KINDS[kind]}`);
-  if (conn.served.has(id)) throw new HubwireError("protocol_error", `REQUEST for call id ${id}, which is already live`);
-  if (id > conn.lastPeerId) conn.lastPeerId = id;
-  if (conn.draining) return refuse(conn, id, CODES.unavailable, "provider is draining (GOAWAY); retry elsewhere");
-  if (conn.served.size >= conn.local.max_calls) {
-    return refuse(conn, id, CODES.resource_exhausted, `too many calls in flight: the limit (max_calls) is ${conn.local.max_calls}`);
-  }
-  const s = new ServedCall(conn, id, m, codec);
-  conn.served.set(id, s);
-  if (timeoutMs > 0) {
-    s.deadline = Date.now() + timeoutMs;
-    s.timer = setTimeout(onServedDeadline, timeoutMs, s);
-  }
-  if (kind >= 2) s.items = new ItemQueue(conn.local.window, (n) => conn.grant(id, n), (c, p) => s.decodeIn(c, p));
-  if (kind === 1 || kind === 3) s.sendCredit = new CreditGate(conn.peer.window);
-  let result: unknown;
+/** An output or item as it goes on the wire (in {@link outCodec}); a `Failure` is thrown, to answer with it. */
+function encodeOut(m: Method, codec: number, value: unknown): Uint8Array {
+  if (m.rawOut && value instanceof Uint8Array) return value;
+  if (value instanceof Failure) throw value;
+  if (m.rawOut) throw new HubwireError("defect", `${m.info.name}: a raw method must produce a Uint8Array`);
   try {
-    result = m.handler(kind >= 2 ? s.items : s.decodeIn(codec, payload), s);
+    return encode(codec, value);
   } catch (e) {
-    return s.error(e);
-  }
-  if (kind === 0 || kind === 2) {
-    if (result !== null && typeof result === "object" && typeof (result as PromiseLike<unknown>).then === "function") {
-      (result as PromiseLike<unknown>).then(
-        (v) => s.answer(v),
-        (e) => s.error(e),
-      );
-    } else s.answer(result);
-  } else {
-    // The outputs went out as ITEMs: the RESPONSE carries none.
-    pump(s, result).then(
-      (v) => (v instanceof Failure ? s.error(v) : s.done()),
-      (e) => s.error(e),
-    );
+    throw new HubwireError("defect", `output could not be encoded: ${(e as Error).message}`);
   }
 }
 
-/** Sends a stream handler's outputs as ITEMs, each within the caller's credit; resolves with its return value. */
-async function pump(s: ServedCall, outputs: unknown): Promise<unknown> {
+/** A unary or client-stream handler's output as the RESPONSE's {@link Outcome}. */
+function encodeOutput(m: Method, incoming: Incoming, value: unknown): Outcome {
+  const codec = outCodec(m, incoming.codec);
+  return { codec, bytes: encodeOut(m, codec, value) };
+}
+
+/** Decodes the unary or server-stream input, or an item. */
+function decodeIn(m: Method, name: string, codec: number, payload: Uint8Array): unknown {
+  if (m.rawIn) return payload;
+  if (codec === Codec.Raw) {
+    throw new HubwireError("invalid_argument", `${name}: takes a structured input (msgpack or json), got raw bytes`);
+  }
+  try {
+    return decode(codec, payload);
+  } catch (e) {
+    throw new HubwireError("invalid_argument", `${name}: cannot decode input: ${(e as Error).message}`);
+  }
+}
+
+/**
+ * Sends a stream handler's outputs as ITEMs, each within the caller's
+ * credit; then the empty `ok` (the outputs went out as ITEMs), or the
+ * handler's returned `Failure`, thrown.
+ */
+async function pump(incoming: Incoming, m: Method, outputs: unknown): Promise<Outcome> {
   const source = (await outputs) as AsyncIterable<unknown> | Iterable<unknown>;
   const it: AsyncIterator<unknown> | Iterator<unknown> =
     typeof (source as AsyncIterable<unknown>)[Symbol.asyncIterator] === "function"
       ? (source as AsyncIterable<unknown>)[Symbol.asyncIterator]()
       : (source as Iterable<unknown>)[Symbol.iterator]();
+  const codec = outCodec(m, incoming.codec);
   let finished = false;
   try {
     for (;;) {
       const r = await it.next();
-      if (!s.live) return undefined;
+      if (!incoming.live) return undefined;
       if (r.done) {
         finished = true;
-        return r.value instanceof Failure ? r.value : undefined;
+        if (r.value instanceof Failure) throw r.value;
+        return undefined;
       }
-      const payload = s.encodeOut(r.value);
-      const max = s.conn.peer.max_frame;
-      if (payload.length > max) throw new HubwireError("too_large", `item of ${payload.length} bytes exceeds the peer's max_frame of ${max} bytes`);
-      const wait = s.sendCredit!.take();
-      if (wait !== null) await wait;
-      if (!s.live) return undefined;
-      s.conn.writer.item(s.callId, s.outCodec, payload);
+      const wait = incoming.sendItem(codec, encodeOut(m, codec, r.value));
+      if (wait !== null) {
+        await wait;
+        if (!incoming.live) return undefined;
+      }
     }
   } finally {
     // Stopped early (cancelled, or an error): let the generator clean up.

@@ -1,171 +1,99 @@
 /**
- * Flow control (`spec/PROTOCOL.md` §8), written once for callers and
- * handlers: {@link CreditGate} holds the credit for the ITEMs this side
- * sends, {@link ItemQueue} the ITEMs this side receives, granting credit
- * back in batches of half the window as the application consumes them.
+ * The two halves of a stream, one vocabulary for callers and handlers
+ * (as `stream.rs` in the Rust core): {@link ItemStream} receives items
+ * (a caller's outputs, a handler's inputs), {@link ItemSink} sends a
+ * caller's inputs, each within the peer's credit. Flow control itself is
+ * the engine's (`engine/credit.ts`, `engine/calls.ts`); these wrap it.
  */
 
+import { encode } from "./codec.js";
 import { HubwireError } from "./errors.js";
+import { FrameType } from "./frame.js";
+import { CreditGate } from "./engine/credit.js";
+import type { OutCall } from "./engine/calls.js";
+import type { Core } from "./engine/state.js";
 
-interface Waiter {
-  resolve: () => void;
-  reject: (e: HubwireError) => void;
-}
+/**
+ * The receiving half of a stream: what `conn.serverStream()` returns, the
+ * outputs of `conn.bidi()`, and the inputs a client_stream or bidi handler
+ * is given. An `AsyncIterable` (leaving a `for await` early stops the
+ * stream), with `next()` and `cancel()`.
+ */
+export class ItemStream<T = unknown> implements AsyncIterable<T> {
+  /** @internal `source`: the items; `stop`: what {@link cancel} does (by default, stop reading). */
+  constructor(
+    private readonly source: AsyncIterator<T>,
+    private readonly stop: (() => void) | null = null,
+  ) {}
 
-/** Credit for sending ITEMs on one stream. */
-export class CreditGate {
-  private waiters: Waiter[] = [];
-  /** Set when the call ended: no more sends. */
-  error: HubwireError | null = null;
-
-  constructor(private credit: number) {}
-
-  /** Takes one credit: `null` if one was there, else a promise for when one is. */
-  take(): Promise<void> | null {
-    if (this.error !== null) return Promise.reject(this.error);
-    if (this.credit > 0 && this.waiters.length === 0) {
-      this.credit--;
-      return null;
-    }
-    return new Promise<void>((resolve, reject) => this.waiters.push({ resolve, reject }));
+  /** The next item; `done` when the stream ended with `ok`. Rejects with the call's error otherwise. */
+  next(): Promise<IteratorResult<T>> {
+    return this.source.next();
   }
 
-  /** The receiver granted `n` more. */
-  add(n: number): void {
-    this.credit += n;
-    while (this.credit > 0 && this.waiters.length > 0) {
-      this.credit--;
-      this.waiters.shift()!.resolve();
-    }
+  /**
+   * Gives up on the stream. A caller's: the call is abandoned (CANCEL to
+   * the callee), reading on gives `cancelled`. A handler's inputs: it
+   * stops reading, later items are dropped.
+   */
+  cancel(): void {
+    if (this.stop !== null) this.stop();
+    else void this.source.return?.();
   }
 
-  /** The call ended: every waiting and later send fails with `error`. */
-  close(error: HubwireError): void {
-    if (this.error !== null) return;
-    this.error = error;
-    const waiters = this.waiters;
-    this.waiters = [];
-    for (const w of waiters) w.reject(error);
+  [Symbol.asyncIterator](): AsyncIterator<T> {
+    return this.source;
   }
 }
 
-/** Turns a received payload into the value the application sees. */
-export type ItemDecoder = (codec: number, payload: Uint8Array) => unknown;
-
-interface Pending {
-  resolve: (r: IteratorResult<unknown>) => void;
-  reject: (e: unknown) => void;
+/** @internal Encodes a caller's input; a value the codec cannot take is `invalid_argument`. */
+export function encodeInput(codec: number, input: unknown): Uint8Array {
+  try {
+    return encode(codec, input);
+  } catch (e) {
+    if (e instanceof HubwireError) throw e;
+    throw new HubwireError("invalid_argument", `cannot encode input: ${(e as Error).message}`);
+  }
 }
 
 /**
- * ITEMs received on one stream, in order, then its end. Also the
- * `AsyncIterator` the application reads them through.
+ * The sending half of a stream: a client_stream or bidi caller's inputs
+ * (`ClientStream.sink`, `BidiStream.sink`). Each `send` waits for the
+ * callee's credit; `end()` sends END.
  */
-export class ItemQueue implements AsyncIterableIterator<unknown> {
-  private codecs: number[] = [];
-  private payloads: Uint8Array[] = [];
-  private head = 0;
-  private remaining: number;
-  private consumed = 0;
-  private readonly batch: number;
-  private ended = false;
-  private error: HubwireError | null = null;
-  private pending: Pending | null = null;
-  /** Called when the application stops reading early (`break` in `for await`). */
-  onReturn: (() => void) | null = null;
-
-  /**
-   * `window`: the credit granted up front; `grant(n)` sends CREDIT;
-   * `decodeItem` turns a payload into a value (and throws a
-   * `HubwireError` for one that does not decode).
-   */
+export class ItemSink<T = unknown> {
+  /** @internal Sends `call`'s inputs in `codec`; its credit arrives with the REQUEST (the peer's window). */
   constructor(
-    window: number,
-    private readonly grant: (n: number) => void,
-    private readonly decodeItem: ItemDecoder,
+    private readonly core: Core,
+    private readonly call: OutCall,
+    private readonly codec: number,
   ) {
-    this.remaining = window;
-    this.batch = Math.max(1, window >> 1);
+    call.send = new CreditGate(0);
   }
 
-  /** An ITEM arrived: false if it was beyond the credit granted. */
-  push(codec: number, payload: Uint8Array): boolean {
-    if (this.remaining === 0) return false;
-    this.remaining--;
-    if (this.ended) return true; // the reader stopped early: drop it
-    if (this.pending !== null) {
-      const p = this.pending;
-      this.pending = null;
-      this.deliver(codec, payload, p);
-    } else {
-      this.codecs.push(codec);
-      this.payloads.push(payload);
+  /** Sends one item, waiting for credit. Rejects once the call has ended (its outcome then says how). */
+  async send(item: T): Promise<void> {
+    const { call, core } = this;
+    const gate = call.send!;
+    if (gate.error !== null) throw gate.error;
+    const payload = encodeInput(this.codec, item);
+    if (payload.length > core.peer.max_frame) {
+      const e = new HubwireError("too_large", `item of ${payload.length} bytes exceeds the peer's max_frame of ${core.peer.max_frame} bytes`);
+      core.abandon(call, e);
+      throw e;
     }
-    return true;
+    const wait = gate.take();
+    if (wait !== null) await wait;
+    core.writer.item(call.id, this.codec, payload);
   }
 
-  /** The stream ended: normally (`null`) or with an error. Items already queued are still read first. */
-  finish(error: HubwireError | null): void {
-    if (this.ended) return;
-    this.ended = true;
-    this.error = error;
-    if (this.pending !== null && this.head === this.payloads.length) {
-      const p = this.pending;
-      this.pending = null;
-      if (error === null) p.resolve({ done: true, value: undefined });
-      else p.reject(error);
-    }
-  }
-
-  private deliver(codec: number, payload: Uint8Array, p: Pending): void {
-    if (++this.consumed >= this.batch) {
-      this.remaining += this.consumed;
-      this.grant(this.consumed);
-      this.consumed = 0;
-    }
-    let value: unknown;
-    try {
-      value = this.decodeItem(codec, payload);
-    } catch (e) {
-      p.reject(e);
-      return;
-    }
-    p.resolve({ done: false, value });
-  }
-
-  next(): Promise<IteratorResult<unknown>> {
-    return new Promise((resolve, reject) => {
-      const p = { resolve, reject };
-      if (this.head < this.payloads.length) {
-        const i = this.head++;
-        const codec = this.codecs[i]!;
-        const payload = this.payloads[i]!;
-        if (this.head === this.payloads.length) {
-          this.codecs = [];
-          this.payloads = [];
-          this.head = 0;
-        }
-        this.deliver(codec, payload, p);
-      } else if (this.ended) {
-        if (this.error === null) resolve({ done: true, value: undefined });
-        else reject(this.error);
-      } else if (this.pending !== null) {
-        reject(new HubwireError("invalid_argument", "next() called again before the previous one settled"));
-      } else {
-        this.pending = p;
-      }
-    });
-  }
-
-  return(): Promise<IteratorResult<unknown>> {
-    if (!this.ended) {
-      this.finish(null);
-      this.onReturn?.();
-    }
-    return Promise.resolve({ done: true, value: undefined });
-  }
-
-  [Symbol.asyncIterator](): this {
-    return this;
+  /** No more items (END). Sending after this fails with `invalid_argument`. */
+  end(): void {
+    const call = this.call;
+    if (call.send!.error !== null) return;
+    call.send!.close(new HubwireError("invalid_argument", "the inputs have ended (END was sent)"));
+    // A call still queued for the peer's max_calls sends END after its REQUEST.
+    if (call.id === 0) call.endPending = true;
+    else this.core.writer.empty(FrameType.End, call.id);
   }
 }

@@ -14,9 +14,10 @@
 import type { StandardSchemaV1 } from "@standard-schema/spec";
 import { Failure, HubwireError } from "./errors.js";
 import type { CallContext } from "./context.js";
-import type { Kind } from "./hello.js";
+import { KINDS, streamsIn, type Kind } from "./hello.js";
 import type { Answer, Outputs, Provider } from "./provider.js";
 import type { CallOptions } from "./client.js";
+import { ItemStream } from "./stream.js";
 import type { Connection } from "./connection.js";
 import type { CodeName } from "./codes.js";
 
@@ -51,8 +52,8 @@ export interface MethodSpec<I extends Schema, O extends Schema, F extends Schema
 type Handlers<I extends Schema, O extends Schema, F> = {
   unary: (input: Out<I>, ctx: CallContext) => Answer<In<O>> | Failure<FailIn<F>>;
   server_stream: (input: Out<I>, ctx: CallContext) => Outputs<In<O>>;
-  client_stream: (items: AsyncIterable<Out<I>>, ctx: CallContext) => Answer<In<O>> | Failure<FailIn<F>>;
-  bidi: (items: AsyncIterable<Out<I>>, ctx: CallContext) => Outputs<In<O>>;
+  client_stream: (items: ItemStream<Out<I>>, ctx: CallContext) => Answer<In<O>> | Failure<FailIn<F>>;
+  bidi: (items: ItemStream<Out<I>>, ctx: CallContext) => Outputs<In<O>>;
 };
 
 /** The caller's side of a client stream or a bidi call. */
@@ -63,7 +64,7 @@ export interface TypedInputs<I> {
 
 type Callers<I extends Schema, O extends Schema, F> = {
   unary: { call(conn: Connection, input: In<I>, options?: CallOptions): Promise<Outcome<Out<O>, FailOf<F>>> };
-  server_stream: { stream(conn: Connection, input: In<I>, options?: CallOptions): AsyncIterable<Out<O>> };
+  server_stream: { stream(conn: Connection, input: In<I>, options?: CallOptions): ItemStream<Out<O>> };
   client_stream: {
     open(conn: Connection, options?: CallOptions): TypedInputs<In<I>> & { finish(): Promise<Outcome<Out<O>, FailOf<F>>> };
   };
@@ -99,6 +100,11 @@ async function* checkEach(items: AsyncIterable<unknown>, schema: Schema, code: C
   for await (const x of items) yield await check(schema, x, code, what);
 }
 
+/** `items`, each validated as it is read; cancelling it cancels `items`. */
+function checked(items: ItemStream, schema: Schema, code: CodeName, what: string): ItemStream {
+  return new ItemStream(checkEach(items, schema, code, what), () => items.cancel());
+}
+
 function jsonSchema(s: Schema | undefined, side: "input" | "output"): unknown {
   const conv = (s?.["~standard"] as { jsonSchema?: { input(o: object): unknown; output(o: object): unknown } } | undefined)?.jsonSchema;
   if (conv === undefined) return {};
@@ -132,7 +138,7 @@ export function method<I extends Schema, O extends Schema, F extends Schema | un
     const x = check(spec.output, v, "internal", outWhat);
     return isPromise(x) ? x.then((value) => ({ ok: true, value })) : { ok: true, value: x };
   };
-  const items = (it: AsyncIterable<unknown>) => (on ? checkEach(it, spec.output, "internal", outWhat) : it);
+  const outputs = (s: ItemStream) => (on ? checked(s, spec.output, "internal", outWhat) : s);
 
   const def = {
     name,
@@ -148,11 +154,10 @@ export function method<I extends Schema, O extends Schema, F extends Schema | un
           errors: spec.describe?.errors ?? (failure ? jsonSchema(failure, "output") : undefined),
         },
       };
-      const streamsIn = kind === "client_stream" || kind === "bidi";
       const wrapped = !on
         ? handler
-        : streamsIn
-          ? (it: AsyncIterable<unknown>, ctx: CallContext) => handler(checkEach(it, spec.input, "invalid_argument", inWhat), ctx)
+        : streamsIn(KINDS.indexOf(kind))
+          ? (it: ItemStream, ctx: CallContext) => handler(checked(it, spec.input, "invalid_argument", inWhat), ctx)
           : (input: unknown, ctx: CallContext) => {
               const v = check(spec.input, input, "invalid_argument", inWhat);
               return isPromise(v) ? v.then((x) => handler(x, ctx)) : handler(v, ctx);
@@ -164,7 +169,7 @@ export function method<I extends Schema, O extends Schema, F extends Schema | un
       return conn.call(name, input, options).then(valueOf, outcomeOf);
     },
     stream(conn: Connection, input: unknown, options?: CallOptions) {
-      return items(conn.serverStream(name, input, options));
+      return outputs(conn.serverStream(name, input, options));
     },
     open(conn: Connection, options?: CallOptions) {
       if (kind === "client_stream") {
@@ -176,7 +181,7 @@ export function method<I extends Schema, O extends Schema, F extends Schema | un
         };
       }
       const bd = conn.bidi(name, options);
-      const out = items(bd);
+      const out = outputs(bd);
       return {
         send: (x: unknown) => bd.send(x),
         end: () => bd.end(),

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
-import { Connection, decodeFrame, encodeFrame, HubwireError, memory, Provider, type Frame, type Hello, type Transport } from "hubwire";
+import { Connection, decodeFrame, encodeFrame, HubwireError, memory, Provider, testing, type Frame, type Hello, type Transport } from "hubwire";
 
 const SPEC = fileURLToPath(new URL("../../../spec/", import.meta.url));
 const unhex = (s: string) => new Uint8Array(Buffer.from(s, "hex"));
@@ -72,7 +72,7 @@ function echoProvider(): Provider {
 /** A provider connection with a raw peer as the dialer, after the handshake. */
 async function rawDialer(options: { maxCalls?: number; maxFrame?: number } = {}): Promise<{ peer: RawPeer; served: Promise<Connection> }> {
   const [a, b] = memory.pair();
-  const served = echoProvider().serve(b, options);
+  const served = echoProvider().serveTransport(b, options);
   const peer = new RawPeer(a);
   peer.send({ type: "hello", body: HELLO });
   const h = await peer.next();
@@ -110,11 +110,9 @@ describe("bad input", () => {
 
   it("leaves the provider's other connections alone", async () => {
     const provider = echoProvider();
+    const { client: good } = await testing.pair(provider);
     const [a1, b1] = memory.pair();
-    const [a2, b2] = memory.pair();
-    void provider.serve(b1);
-    void provider.serve(b2);
-    const good = await Connection.dial(a2);
+    void provider.serveTransport(b1);
     const bad = new RawPeer(a1);
     bad.send({ type: "hello", body: HELLO });
     bad.send(unhex("0000000001ff000000000000"));
@@ -141,7 +139,7 @@ describe("bad input", () => {
 describe("handshake", () => {
   it("refuses a first frame that is not HELLO", async () => {
     const [a, b] = memory.pair();
-    const served = echoProvider().serve(b);
+    const served = echoProvider().serveTransport(b);
     const peer = new RawPeer(a);
     peer.send({ type: "ping", data: new Uint8Array(8) });
     assert.equal((await peer.next())?.type, "hello");
@@ -168,9 +166,7 @@ describe("handshake", () => {
 
 describe("limits", () => {
   it("queues calls beyond the peer's max_calls instead of exceeding it", async () => {
-    const [a, b] = memory.pair();
-    void echoProvider().serve(b, { maxCalls: 2 });
-    const conn = await Connection.dial(a);
+    const { client: conn } = await testing.pair(echoProvider(), { server: { maxCalls: 2 } });
     assert.equal(conn.peer.max_calls, 2);
     const results = await Promise.all(Array.from({ length: 10 }, (_, i) => conn.call("sleep", i)));
     assert.deepEqual(results, Array.from({ length: 10 }, (_, i) => i));
@@ -187,21 +183,17 @@ describe("limits", () => {
   });
 
   it("refuses locally a request over the peer's max_frame, and goes on", async () => {
-    const [a, b] = memory.pair();
-    void echoProvider().serve(b, { maxFrame: 4096 });
-    const conn = await Connection.dial(a);
+    const { client: conn } = await testing.pair(echoProvider(), { server: { maxFrame: 4096 } });
     await assert.rejects(conn.callRaw("echo", new Uint8Array(5000)), (e: HubwireError) => e.code === "too_large");
     assert.equal((await conn.callRaw("echo", new Uint8Array(4000))).length, 4000);
     conn.close();
   });
 
   it("drains: calls in flight finish, new ones are refused", async () => {
-    const [a, b] = memory.pair();
-    const served = echoProvider().serve(b);
-    const conn = await Connection.dial(a);
+    const { client: conn, server } = await testing.pair(echoProvider());
     const inFlight = conn.call("sleep", 50);
     await new Promise((r) => setTimeout(r, 10));
-    const draining = (await served).drain(5000);
+    const draining = server.drain(5000);
     await new Promise((r) => setTimeout(r, 10));
     await assert.rejects(conn.call("sleep", 1), (e: HubwireError) => e.code === "unavailable");
     assert.equal(await inFlight, 50);

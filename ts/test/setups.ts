@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { MessageChannel, Worker } from "node:worker_threads";
-import { child, Connection, memory, messageport, Provider, sharedmemory, tcp, unix, type Transport } from "hubwire";
+import { child, Connection, messageport, Provider, sharedmemory, tcp, testing, unix, type Transport } from "hubwire";
 import { behaviourService } from "./fixtures/service.js";
 
 /** A connected client, and a way to kill its peer. */
@@ -34,7 +34,7 @@ async function inProcess(listen: (on: (t: Transport) => void) => Promise<{ dial(
   const service = behaviourService();
   const l = await listen((t) => {
     served.push(t);
-    void service.serve(t).catch(() => {});
+    void service.serveTransport(t).catch(() => {});
   });
   const conn = await Connection.dial(await l.dial(), { name: "behaviour-client", provider: clientService() });
   return {
@@ -50,15 +50,15 @@ async function inProcess(listen: (on: (t: Transport) => void) => Promise<{ dial(
 
 /** Every setup, by name. */
 export const SETUPS: Record<string, () => Promise<Setup>> = {
-  memory: () =>
-    inProcess(async (on) => ({
-      async dial() {
-        const [a, b] = memory.pair();
-        on(b);
-        return a;
-      },
-      async close() {},
-    })),
+  memory: async () => {
+    const { client, server } = await testing.pair(behaviourService(), { client: { name: "behaviour-client", provider: clientService() } });
+    return {
+      conn: client,
+      logs: [],
+      crash: () => server.transport.close(),
+      close: async () => client.close(),
+    };
+  },
   unix: () =>
     inProcess(async (on) => {
       const path = join(mkdtempSync(join(tmpdir(), "hubwire-ts-")), "b.sock");

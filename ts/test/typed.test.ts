@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import * as v from "valibot";
 import { z } from "zod";
-import { Connection, fail, HubwireError, memory, method, Provider } from "hubwire";
+import { fail, HubwireError, method, Provider, testing, type Connection } from "hubwire";
 
 const divide = method("divide", {
   input: z.object({ a: z.number(), b: z.number() }),
@@ -53,9 +53,7 @@ function provider(): Provider {
 }
 
 async function connect(): Promise<Connection> {
-  const [a, b] = memory.pair();
-  void provider().serve(b);
-  return Connection.dial(a);
+  return (await testing.pair(provider())).client;
 }
 
 describe("typed methods", () => {

@@ -41,7 +41,7 @@ export function serveHubwireEcho(hubwire, variant, channel) {
       { raw: true },
     )
     .unary('served', () => served);
-  provider.serve(transportOf(hubwire, variant, channel, 'acceptor')).catch((err) => console.error(`hubwire provider (${variant}): ${err.message}`));
+  provider.serveTransport(transportOf(hubwire, variant, channel, 'acceptor')).catch((err) => console.error(`hubwire provider (${variant}): ${err.message}`));
 }
 
 /**

@@ -29,14 +29,14 @@ function echoProvider(hubwire) {
 export async function serveEcho({ port, sab }) {
   const hubwire = await loadHubwire();
   echoProvider(hubwire)
-    .serve(sab ? hubwire.sharedmemory.connect(sab, 'acceptor') : hubwire.messageport.connect(port))
+    .serveTransport(sab ? hubwire.sharedmemory.connect(sab, 'acceptor') : hubwire.messageport.connect(port))
     .catch((err) => console.error(`hubwire echo provider: ${err.message}`));
 }
 
 /** Child side: serves the echo provider on the descriptor the parent passed, until the parent hangs up. */
 export async function serveEchoInChild() {
   const hubwire = await loadHubwire();
-  await hubwire.child.serveParent(echoProvider(hubwire));
+  await hubwire.child.serveChild(echoProvider(hubwire));
 }
 
 /** The round trip for `codec`: raw bytes through `echo_raw`, values through `echo`. */
@@ -83,7 +83,7 @@ export async function startHubwireChild(codec) {
     pid: transport.process.pid,
     served: () => conn.call('served', null),
     stop: async () => {
-      // Closing the connection ends the child's serveParent, and so the child.
+      // Closing the connection ends the child's serveChild, and so the child.
       const proc = transport.process;
       const exited = proc.exitCode !== null || proc.signalCode !== null ? null : once(proc, 'exit');
       conn.close();

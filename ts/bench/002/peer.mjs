@@ -10,7 +10,7 @@ const hubwire = await loadHubwire();
 methodAServer(workerData.handPort, ({ method, input }) => handlers[method](input));
 for (const style of STYLES) {
   provider(hubwire, style)
-    .serve(hubwire.messageport.connect(workerData.hubwirePorts[style]))
+    .serveTransport(hubwire.messageport.connect(workerData.hubwirePorts[style]))
     .catch((err) => console.error(`hubwire provider (${style}): ${err.message}`));
 }
 parentPort.postMessage('ready');

@@ -57,7 +57,7 @@ async function startMemory(hubwire) {
   for (const style of STYLES) {
     const [a, b] = hubwire.memory.pair();
     provider(hubwire, style)
-      .serve(b)
+      .serveTransport(b)
       .catch((err) => console.error(`hubwire provider (${style}): ${err.message}`));
     transports[style] = a;
   }

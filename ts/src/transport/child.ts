@@ -3,7 +3,7 @@
  * child with one end of a socketpair as descriptor 3 and `HUBWIRE_FD=3`;
  * the protocol never touches stdin/stdout, so a stray print cannot corrupt
  * it. The child's stdout and stderr become log lines. The parent dials,
- * the child accepts.
+ * the child accepts ({@link serveChild}).
  */
 
 import { spawn as spawnProcess, type ChildProcess } from "node:child_process";
@@ -64,13 +64,13 @@ export function parent(): Transport | null {
 }
 
 /**
- * Serves `provider` to the parent until the connection ends; resolves with
- * why. Fails with `unavailable` when this process was not started by a
- * hubwire parent.
+ * In a child process: serves `provider` to the parent (the acceptor's side
+ * of the socketpair) until the connection ends; resolves with why. Fails
+ * with `unavailable` when this process was not started by a hubwire parent.
  */
-export async function serveParent(provider: Provider, options: ConnectionOptions = {}): Promise<HubwireError> {
+export async function serveChild(provider: Provider, options: ConnectionOptions = {}): Promise<HubwireError> {
   const t = parent();
   if (t === null) throw new HubwireError("unavailable", "HUBWIRE_FD is not set: this program must be started by a hubwire parent");
-  const conn: Connection = await provider.serve(t, options);
+  const conn: Connection = await provider.serveTransport(t, options);
   return conn.closed;
 }

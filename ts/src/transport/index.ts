@@ -37,11 +37,22 @@ export interface Transport {
   close(): void;
 }
 
-/** A bound listening socket that hands each accepted connection's transport to a callback. */
+/**
+ * A bound listening socket (`unix.listen`, `tcp.listen`). Hand it to
+ * `provider.serve(listener)`, or take its connections yourself with
+ * {@link Listener.accept}; connections that arrive before either wait.
+ */
 export interface Listener {
   /** The address it listens on (for TCP, with the real port). */
   readonly address: string;
-  /** Stops accepting; connections already made go on. */
+  /**
+   * Hands each accepted connection's transport to `onTransport`, from now
+   * until the listener is closed (those that arrived earlier first);
+   * resolves once it is closed. One callback per listener: a second call
+   * throws.
+   */
+  accept(onTransport: OnTransport): Promise<void>;
+  /** Stops accepting; connections already made go on. Resolves once the listener is closed. */
   close(): Promise<void>;
 }
 

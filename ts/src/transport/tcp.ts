@@ -5,7 +5,7 @@
 import * as net from "node:net";
 import type { Listener, OnTransport, Transport } from "./index.js";
 import { SocketTransport } from "./socket.js";
-import { serveOn } from "./unix.js";
+import { bind } from "./unix.js";
 
 /** Splits `host:port` (IPv6 hosts in brackets: `[::1]:7070`). */
 export function parseAddress(address: string): { host: string; port: number } {
@@ -32,19 +32,24 @@ export function connect(address: string): Promise<Transport> {
   });
 }
 
-/** Listens on `host:port` (port 0 picks one: see `.address`); each connection goes to `onTransport`. */
-export function listen(address: string, onTransport: OnTransport): Promise<Listener> {
+/**
+ * Listens on `host:port` (port 0 picks one: see `.address`). Each accepted
+ * connection's transport goes to `onTransport` if given, else to whoever
+ * takes the listener: `provider.serve(listener)` or `listener.accept(…)`.
+ */
+export async function listen(address: string, onTransport?: OnTransport): Promise<Listener> {
   const { host, port } = parseAddress(address);
   const server = net.createServer({ allowHalfOpen: true, noDelay: true });
-  return serveOn(
+  const l = await bind(
     server,
     { host, port },
     (s) => `tcp:${formatAddress(s.remoteAddress ?? "?", s.remotePort ?? 0)}`,
-    onTransport,
     () => {
       const a = server.address() as net.AddressInfo;
       return formatAddress(a.address, a.port);
     },
     (s) => s.setNoDelay(true),
   );
+  if (onTransport !== undefined) void l.accept(onTransport);
+  return l;
 }

@@ -18,30 +18,58 @@ export function connect(path: string): Promise<Transport> {
   });
 }
 
-/** Listens on `path`; each accepted connection's transport goes to `onTransport`. */
-export function listen(path: string, onTransport: OnTransport): Promise<Listener> {
-  return serveOn(net.createServer({ allowHalfOpen: true }), { path }, () => `unix:${path}`, onTransport, () => path);
+/**
+ * Listens on `path`. Each accepted connection's transport goes to
+ * `onTransport` if given, else to whoever takes the listener: pass it to
+ * `provider.serve(listener)`, or call `listener.accept(onTransport)`.
+ */
+export async function listen(path: string, onTransport?: OnTransport): Promise<Listener> {
+  const l = await bind(net.createServer({ allowHalfOpen: true }), { path }, () => `unix:${path}`, () => path);
+  if (onTransport !== undefined) void l.accept(onTransport);
+  return l;
 }
 
-/** @internal Binds `server` and hands out a transport per connection (shared with TCP). */
-export function serveOn(
+/**
+ * @internal Binds `server` (shared with TCP). Until a callback takes them
+ * ({@link Listener.accept}), accepted connections wait in a list; those
+ * still waiting when the listener closes are closed.
+ */
+export function bind(
   server: net.Server,
   where: net.ListenOptions,
   describe: (s: net.Socket) => string,
-  onTransport: OnTransport,
   address: () => string,
   setup?: (s: net.Socket) => void,
 ): Promise<Listener> {
+  let onTransport: OnTransport | null = null;
+  let waiting: Transport[] = [];
   server.on("connection", (s) => {
     setup?.(s);
-    onTransport(new SocketTransport(s, describe(s)));
+    const t = new SocketTransport(s, describe(s));
+    if (onTransport !== null) onTransport(t);
+    else waiting.push(t);
   });
+  const closed = new Promise<void>((resolve) =>
+    server.once("close", () => {
+      for (const t of waiting) t.close();
+      waiting = [];
+      resolve();
+    }),
+  );
   return new Promise((resolve, reject) => {
     server.once("error", reject);
     server.listen(where, () => {
       server.off("error", reject);
       resolve({
         address: address(),
+        accept(callback: OnTransport): Promise<void> {
+          if (onTransport !== null) throw new Error("this listener already hands its connections to a callback");
+          onTransport = callback;
+          const early = waiting;
+          waiting = [];
+          for (const t of early) callback(t);
+          return closed;
+        },
         close: () => new Promise<void>((done) => server.close(() => done())),
       });
     });

@@ -5,7 +5,7 @@ import { messageport, sharedmemory } from "hubwire";
 import { behaviourService } from "/dist/test/fixtures/service.js";
 
 if (self.location.search === "?sharedmemory") {
-  self.addEventListener("message", (ev) => behaviourService().serve(sharedmemory.connect(ev.data, "acceptor")), { once: true });
+  self.addEventListener("message", (ev) => behaviourService().serveTransport(sharedmemory.connect(ev.data, "acceptor")), { once: true });
 } else {
-  behaviourService().serve(messageport.connect(self, "page"));
+  behaviourService().serveTransport(messageport.connect(self, "page"));
 }

@@ -6,9 +6,9 @@
  * of the slab: a new slab is allocated only when one is used up.
  */
 
-import { FrameType, HEADER_LEN, messageBytes, writeHeader, writeU32 } from "./frame.js";
-import type { Transport } from "./transport/index.js";
-import { concat } from "./bytes.js";
+import { FrameType, HEADER_LEN, messageBytes, writeHeader, writeU32 } from "../frame.js";
+import type { Transport } from "../transport/index.js";
+import { concat } from "../bytes.js";
 
 /** The size of a slab; batches are carved from it one after another. */
 const SLAB = 64 * 1024;
