@@ -25,7 +25,7 @@ export interface ConnectionOptions {
   /** Our name in the peer's logs and listings (default `"ts"`). */
   name?: string;
   /** The methods we offer on this connection, if any: a `Provider`, or any {@link Service}. */
-  provider?: Service;
+  service?: Service;
   /** The largest frame body we accept (default 16 MiB). */
   maxFrame?: number;
   /** Initial credit we grant per incoming stream (default 64). */
@@ -47,7 +47,7 @@ function localHello(options: ConnectionOptions): Hello {
     max_frame: options.maxFrame ?? DEFAULT_MAX_FRAME,
     window: Math.max(1, options.window ?? DEFAULT_WINDOW),
     max_calls: Math.max(1, options.maxCalls ?? DEFAULT_MAX_CALLS),
-    methods: options.provider?.methods() ?? [],
+    methods: options.service?.methods() ?? [],
   };
 }
 
@@ -73,7 +73,7 @@ export class Connection {
   }
 
   private async open(options: ConnectionOptions): Promise<Connection> {
-    await open(this.core, options.provider, options.handshakeTimeoutMs ?? 10_000);
+    await open(this.core, options.service, options.handshakeTimeoutMs ?? 10_000);
     return this;
   }
 

@@ -147,7 +147,7 @@ export class Provider implements Service {
 
   /** Serves these methods on one transport as the acceptor (`Connection.accept` with this provider); resolves once the handshake is done. */
   serveTransport(transport: Transport, options: ConnectionOptions = {}): Promise<Connection> {
-    return Connection.accept(transport, { name: this.name, ...options, provider: this });
+    return Connection.accept(transport, { name: this.name, ...options, service: this });
   }
 }
 

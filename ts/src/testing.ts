@@ -31,7 +31,7 @@ export async function pair(service: Service, options: PairOptions = {}): Promise
   const name = service instanceof Provider ? service.name : undefined;
   const [client, server] = await Promise.allSettled([
     Connection.dial(a, options.client),
-    Connection.accept(b, { name, ...options.server, provider: service }),
+    Connection.accept(b, { name, ...options.server, service }),
   ]);
   if (client.status === "fulfilled" && server.status === "fulfilled") return { client: client.value, server: server.value };
   for (const side of [client, server]) if (side.status === "fulfilled") side.value.close();

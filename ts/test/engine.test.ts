@@ -188,7 +188,7 @@ describe("engine: serving", () => {
       },
     };
     const t = new Tap();
-    const opening = Connection.accept(t, { provider: service });
+    const opening = Connection.accept(t, { service });
     t.sink.onData(encodeFrame({ type: "hello", body: PEER }));
     const conn = await opening;
     const request = (id: number, method: string) =>

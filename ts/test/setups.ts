@@ -36,7 +36,7 @@ async function inProcess(listen: (on: (t: Transport) => void) => Promise<{ dial(
     served.push(t);
     void service.serveTransport(t).catch(() => {});
   });
-  const conn = await Connection.dial(await l.dial(), { name: "behaviour-client", provider: clientService() });
+  const conn = await Connection.dial(await l.dial(), { name: "behaviour-client", service: clientService() });
   return {
     conn,
     logs: [],
@@ -51,7 +51,7 @@ async function inProcess(listen: (on: (t: Transport) => void) => Promise<{ dial(
 /** Every setup, by name. */
 export const SETUPS: Record<string, () => Promise<Setup>> = {
   memory: async () => {
-    const { client, server } = await testing.pair(behaviourService(), { client: { name: "behaviour-client", provider: clientService() } });
+    const { client, server } = await testing.pair(behaviourService(), { client: { name: "behaviour-client", service: clientService() } });
     return {
       conn: client,
       logs: [],
@@ -73,7 +73,7 @@ export const SETUPS: Record<string, () => Promise<Setup>> = {
   child: async () => {
     const logs: string[] = [];
     const t = child.spawn(process.execPath, [MAIN], { name: "behaviour", onLog: (line) => logs.push(line) });
-    const conn = await Connection.dial(t, { name: "behaviour-client", provider: clientService() });
+    const conn = await Connection.dial(t, { name: "behaviour-client", service: clientService() });
     return {
       conn,
       logs,
@@ -87,7 +87,7 @@ export const SETUPS: Record<string, () => Promise<Setup>> = {
   worker: async () => {
     const { port1, port2 } = new MessageChannel();
     const worker = new Worker(MAIN, { workerData: { port: port2 }, transferList: [port2] });
-    const conn = await Connection.dial(messageport.connect(port1, "worker"), { name: "behaviour-client", provider: clientService() });
+    const conn = await Connection.dial(messageport.connect(port1, "worker"), { name: "behaviour-client", service: clientService() });
     return {
       conn,
       logs: [],
@@ -102,7 +102,7 @@ export const SETUPS: Record<string, () => Promise<Setup>> = {
     const sab = sharedmemory.buffer(1 << 16);
     const worker = new Worker(MAIN, { workerData: { sab } });
     const t = sharedmemory.connect(sab, "dialer", { watch: worker });
-    const conn = await Connection.dial(t, { name: "behaviour-client", provider: clientService() });
+    const conn = await Connection.dial(t, { name: "behaviour-client", service: clientService() });
     return {
       conn,
       logs: [],
