@@ -1,0 +1,5 @@
+module hubwire.dev/go
+
+go 1.26
+
+require github.com/vmihailenco/msgpack/v5 v5.4.1
