@@ -204,6 +204,13 @@ func (c *Core) takeOut(call *outCall) bool {
 	return ok
 }
 
+// live reports whether a call we started is still in the table.
+func (c *Core) live(call *outCall) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls.out[call.id] == call
+}
+
 // cancelOut abandons a call we started: forgets it and sends CANCEL, if it
 // was still pending. Reports whether it was.
 func (c *Core) cancelOut(call *outCall) bool {

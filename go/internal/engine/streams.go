@@ -89,7 +89,7 @@ func (s *SendStream) Send(p Payload) error {
 // answers. Closing twice, or after the call ended, does nothing; on a
 // handler's stream (whose outputs end with its answer) it does nothing.
 func (s *SendStream) CloseSend() error {
-	if s.caller == nil || s.credit.isClosed() {
+	if s.caller == nil || s.credit.isClosed() || !s.core.live(s.caller) {
 		return nil
 	}
 	s.credit.close(Errorf(frame.Cancelled, "CloseSend was called: no more items can be sent"))
