@@ -59,12 +59,18 @@ func BenchmarkHubwire(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer func() { child.Kill(); child.Wait() }()
 			conn, err := hubwire.Dial(child, opts)
 			if err != nil {
+				child.Kill()
 				b.Fatal(err)
 			}
-			defer conn.Close()
+			defer func() {
+				// Closing the connection ends the child; kill it only if it hangs.
+				conn.Close()
+				t := time.AfterFunc(3*time.Second, func() { child.Kill() })
+				child.Wait()
+				t.Stop()
+			}()
 			roundTrips(b, conn, child.Cmd.Process.Pid)
 		})
 		b.Run("unix/"+m.name, func(b *testing.B) {

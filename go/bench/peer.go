@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/pprof"
 
 	"google.golang.org/grpc"
 	hubwire "hubwire.dev/go"
@@ -66,6 +67,14 @@ func RunPeer(kind, addr string) error {
 		s.RegisterService(&echoDesc, struct{}{})
 		return s.Serve(l)
 	case "hubwire-child":
+		if path := os.Getenv("BENCH_PEER_CPUPROFILE"); path != "" {
+			// pprof of the provider's side (see README.md, "Where the time goes").
+			f, err := os.Create(path)
+			if err == nil {
+				pprof.StartCPUProfile(f)
+				defer pprof.StopCPUProfile()
+			}
+		}
 		return Echo().ServeChild(hubwire.ConnectionOptions{Wait: waitFromEnv()})
 	case "hubwire-unix", "hubwire-tcp":
 		var l transport.Listener

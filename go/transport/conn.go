@@ -23,6 +23,18 @@ type Conn struct {
 	raw  syscall.RawConn
 	desc string
 	iov  [maxIOV]syscall.Iovec // TryWrite's, reused (writes come from one goroutine at a time)
+
+	// The calls in progress of TryRead and TryWrite, so that the
+	// callbacks handed to RawConn are made once, not per call (a closure
+	// per call would cost an allocation each).
+	rp      []byte
+	rn      int
+	rerr    error
+	readFn  func(fd uintptr) bool
+	wbufs   [][]byte
+	wn      int
+	werr    syscall.Errno
+	writeFn func(fd uintptr) bool
 }
 
 // NewConn wraps a stream socket. desc names the other end for logs.
@@ -35,7 +47,20 @@ func NewConn(c net.Conn, desc string) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Conn{c: c, raw: raw, desc: desc}, nil
+	t := &Conn{c: c, raw: raw, desc: desc}
+	t.readFn = func(fd uintptr) bool {
+		for {
+			t.rn, t.rerr = syscall.Read(int(fd), t.rp)
+			if t.rerr != syscall.EINTR {
+				return true
+			}
+		}
+	}
+	t.writeFn = func(fd uintptr) bool {
+		t.wn, t.werr = t.writev(fd, t.wbufs)
+		return true
+	}
+	return t, nil
 }
 
 // Read reads at least one byte, waiting in the runtime's poller.
@@ -49,16 +74,10 @@ func (t *Conn) Read(p []byte) (int, error) {
 
 // TryRead reads what is there without waiting.
 func (t *Conn) TryRead(p []byte) (int, error) {
-	var n int
-	var errno error
-	err := t.raw.Read(func(fd uintptr) bool {
-		for {
-			n, errno = syscall.Read(int(fd), p)
-			if errno != syscall.EINTR {
-				return true
-			}
-		}
-	})
+	t.rp = p
+	err := t.raw.Read(t.readFn)
+	n, errno := t.rn, t.rerr
+	t.rp = nil
 	switch {
 	case err != nil:
 		return 0, err
@@ -103,12 +122,10 @@ func (t *Conn) writev(fd uintptr, bufs [][]byte) (int, syscall.Errno) {
 
 // TryWrite writes what fits now, with one writev.
 func (t *Conn) TryWrite(bufs [][]byte) (int, error) {
-	var n int
-	var errno syscall.Errno
-	err := t.raw.Write(func(fd uintptr) bool {
-		n, errno = t.writev(fd, bufs)
-		return true
-	})
+	t.wbufs = bufs
+	err := t.raw.Write(t.writeFn)
+	n, errno := t.wn, t.werr
+	t.wbufs = nil
 	switch {
 	case err != nil:
 		return 0, err

@@ -120,12 +120,12 @@ func (c *Core) dispatch(f *frame.Frame) (woke bool, err *frame.Error) {
 			return false, nil
 		}
 		c.release()
-		p := Payload{Codec: f.Codec, Bytes: f.Payload}
 		switch f.Code {
 		case frame.OK:
-			call.finish(p, nil)
+			call.finish(Payload{Codec: f.Codec, Bytes: f.Payload}, nil)
 		case frame.Failure:
-			call.finish(Payload{}, &Error{Code: f.Code, Message: string(f.Message), Detail: &p})
+			detail := &Payload{Codec: f.Codec, Bytes: f.Payload}
+			call.finish(Payload{}, &Error{Code: f.Code, Message: string(f.Message), Detail: detail})
 		default:
 			call.finish(Payload{}, &Error{Code: f.Code, Message: string(f.Message)})
 		}

@@ -49,6 +49,9 @@ type writer struct {
 	corked   bool
 	closed   error
 	drained  chan struct{} // closed and replaced when the queue empties or drops below highWater
+	waiting  int           // goroutines waiting on drained (only then is it replaced: no allocation per flush)
+
+	inline [][]byte // the inline flusher's batch, reused (one flusher at a time)
 
 	kick chan struct{} // wakes the background flusher; one token
 	soon bool          // the kick was for a pipelined frame: yield before writing
@@ -156,11 +159,10 @@ func (w *writer) take(batch [][]byte) ([][]byte, bool) {
 	}
 	n := min(len(w.segs), maxBatch)
 	batch = append(batch, w.segs[:n]...)
-	clear(w.segs[:n])
-	w.segs = w.segs[n:]
-	if len(w.segs) == 0 {
-		w.segs = w.segs[:0:0]
-	}
+	// Shift the rest to the front, keeping the array: no allocation per flush.
+	left := copy(w.segs, w.segs[n:])
+	clear(w.segs[left:])
+	w.segs = w.segs[:left]
 	return batch, true
 }
 
@@ -190,16 +192,21 @@ func (w *writer) putBack(batch [][]byte) {
 	w.mu.Unlock()
 }
 
+// (putBack allocates: it runs only when the socket is full.)
+
 func (w *writer) broadcast() {
-	close(w.drained)
-	w.drained = make(chan struct{})
+	if w.waiting > 0 {
+		close(w.drained)
+		w.drained = make(chan struct{})
+		w.waiting = 0
+	}
 }
 
 // flushInline writes the queue with non-blocking writes until it is empty
 // or the socket is full (then the background flusher takes over).
 func (w *writer) flushInline() {
-	var arr [8][]byte
-	batch := arr[:0]
+	batch := w.inline[:0]
+	defer func() { clear(batch[:cap(batch)]); w.inline = batch[:0] }()
 	for {
 		var ok bool
 		batch, ok = w.take(batch[:0])
@@ -283,6 +290,7 @@ func (w *writer) ready(ctx context.Context) {
 			return
 		}
 		ch := w.drained
+		w.waiting++
 		w.mu.Unlock()
 		select {
 		case <-ch:
@@ -303,6 +311,7 @@ func (w *writer) flushed(d time.Duration) {
 			return
 		}
 		ch := w.drained
+		w.waiting++
 		w.mu.Unlock()
 		select {
 		case <-ch:
