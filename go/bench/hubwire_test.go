@@ -179,7 +179,7 @@ func BenchmarkPipelined(b *testing.B) {
 			b.ReportAllocs()
 			c := startCPU(p.cmd.Process.Pid)
 			start := time.Now()
-			b.SetParallelism(64)
+			b.SetParallelism(64) // 64 goroutines per processor: 128 in flight on 2
 			b.RunParallel(func(pb *testing.PB) {
 				ctx := context.Background()
 				for pb.Next() {

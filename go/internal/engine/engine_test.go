@@ -137,3 +137,78 @@ func TestWriterCoalesces(t *testing.T) {
 		t.Fatal("a closed writer took a frame")
 	}
 }
+
+// choppy is a transport whose writes take a few bytes at a time and
+// sometimes none, and which fails the test if two goroutines write at once.
+type choppy struct {
+	transport.Transport
+	mu      sync.Mutex
+	out     []byte
+	n       int
+	writing sync.Mutex
+	t       *testing.T
+}
+
+func (c *choppy) write(bufs [][]byte, some bool) (int, error) {
+	if !c.writing.TryLock() {
+		c.t.Error("two goroutines wrote at once")
+		return 0, transport.ErrWouldBlock
+	}
+	defer c.writing.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	if some && c.n%3 == 0 {
+		return 0, transport.ErrWouldBlock
+	}
+	all := bytes.Join(bufs, nil)
+	if some {
+		all = all[:min(len(all), 7)]
+	}
+	c.out = append(c.out, all...)
+	return len(all), nil
+}
+
+func (c *choppy) TryWrite(bufs [][]byte) (int, error) { return c.write(bufs, true) }
+func (c *choppy) Write(bufs [][]byte) (int, error)    { return c.write(bufs, false) }
+
+func TestWriterKeepsFramesWholeUnderContention(t *testing.T) {
+	c := &choppy{t: t}
+	w := newWriter(c)
+	const writers, each = 8, 300
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Go(func() {
+			for i := range each {
+				frame := []byte{'<', byte(g), byte(i), byte(i >> 8)}
+				payload := bytes.Repeat([]byte{byte(g)}, i%5)
+				if i%50 == 0 {
+					payload = bytes.Repeat([]byte{byte(g)}, copyLimit+1) // a separate segment
+				}
+				frame = append(frame, byte(len(payload)), byte(len(payload)>>8))
+				w.push(frame, payload, i%2 == 0)
+			}
+		})
+	}
+	wg.Wait()
+	w.flushed(5 * time.Second)
+	c.mu.Lock()
+	out := c.out
+	c.mu.Unlock()
+	seen := map[[3]byte]bool{}
+	for len(out) > 0 {
+		if len(out) < 6 || out[0] != '<' {
+			t.Fatalf("a frame was cut or interleaved at %d bytes from the end", len(out))
+		}
+		g, n := out[1], int(out[4])|int(out[5])<<8
+		key := [3]byte{g, out[2], out[3]}
+		if seen[key] || len(out) < 6+n || !bytes.Equal(out[6:6+n], bytes.Repeat([]byte{g}, n)) {
+			t.Fatalf("frame %v duplicated or its payload mixed", key)
+		}
+		seen[key] = true
+		out = out[6+n:]
+	}
+	if len(seen) != writers*each {
+		t.Fatalf("%d of %d frames written", len(seen), writers*each)
+	}
+}

@@ -46,6 +46,7 @@ type writer struct {
 	spare    []byte   // a written head buffer, reused
 	queued   int
 	flushing bool // a flusher owns the queue (inline or background)
+	bg       bool // ... and it is the background flusher (a stale kick must not make it take over)
 	corked   bool
 	closed   error
 	drained  chan struct{} // closed and replaced when the queue empties or drops below highWater
@@ -95,7 +96,7 @@ func (w *writer) push(head, payload []byte, soon bool) error {
 	}
 	w.flushing = true
 	if soon {
-		w.soon = true
+		w.soon, w.bg = true, true
 		w.mu.Unlock()
 		w.wake()
 		return nil
@@ -147,14 +148,21 @@ func (w *writer) uncork() {
 
 // take seals the queue and takes up to maxBatch segments into batch; on an
 // empty queue it ends the flusher's turn and returns false.
-func (w *writer) take(batch [][]byte) ([][]byte, bool) {
+// inline says the caller is the inline flusher, whose batch array goes
+// back to the writer (cleared) with its turn, under the lock: the next
+// inline flusher may take it the moment the turn ends.
+func (w *writer) take(batch [][]byte, inline bool) ([][]byte, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.seal()
 	if len(w.segs) == 0 || w.closed != nil {
-		w.flushing = false
+		w.flushing, w.bg = false, false
 		w.queued = 0
 		w.broadcast()
+		if inline {
+			clear(batch[:cap(batch)])
+			w.inline = batch[:0]
+		}
 		return batch, false
 	}
 	n := min(len(w.segs), maxBatch)
@@ -186,9 +194,11 @@ func (w *writer) done(n int, written [][]byte) {
 }
 
 // putBack returns an unwritten remainder to the front of the queue.
+// The background flusher owns the queue from here on.
 func (w *writer) putBack(batch [][]byte) {
 	w.mu.Lock()
 	w.segs = append(append(make([][]byte, 0, len(batch)+len(w.segs)), batch...), w.segs...)
+	w.bg = true
 	w.mu.Unlock()
 }
 
@@ -205,11 +215,13 @@ func (w *writer) broadcast() {
 // flushInline writes the queue with non-blocking writes until it is empty
 // or the socket is full (then the background flusher takes over).
 func (w *writer) flushInline() {
-	batch := w.inline[:0]
-	defer func() { clear(batch[:cap(batch)]); w.inline = batch[:0] }()
+	w.mu.Lock()
+	batch := w.inline // ours for this turn
+	w.inline = nil
+	w.mu.Unlock()
 	for {
 		var ok bool
-		batch, ok = w.take(batch[:0])
+		batch, ok = w.take(batch[:0], true)
 		if !ok {
 			return
 		}
@@ -222,7 +234,7 @@ func (w *writer) flushInline() {
 		rest := advance(batch, n)
 		w.done(n, batch[:whole-len(rest)])
 		if len(rest) > 0 {
-			w.putBack(rest)
+			w.putBack(rest) // the background flusher's turn now; this batch array is dropped
 			w.wake()
 			return
 		}
@@ -236,11 +248,14 @@ func (w *writer) background() {
 	for {
 		<-w.kick
 		w.mu.Lock()
-		closed, soon := w.closed != nil, w.soon
+		closed, soon, mine := w.closed != nil, w.soon, w.bg
 		w.soon = false
 		w.mu.Unlock()
 		if closed {
 			return
+		}
+		if !mine {
+			continue // a stale kick: an inline flusher owns the queue, or nobody
 		}
 		if soon {
 			// Let goroutines already runnable (callers, handlers) add
@@ -249,7 +264,7 @@ func (w *writer) background() {
 		}
 		for {
 			var ok bool
-			batch, ok = w.take(batch[:0])
+			batch, ok = w.take(batch[:0], false)
 			if !ok {
 				break
 			}
