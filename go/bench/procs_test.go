@@ -127,5 +127,5 @@ func startCPU(pids ...int) *cpu {
 // report adds the CPU per call of every process of the row, over the
 // timed part.
 func (c *cpu) report(b *testing.B) {
-	b.ReportMetric(float64((c.now() - c.start).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64((c.now()-c.start).Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
