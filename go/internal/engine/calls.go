@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"runtime"
 	"sync"
+	"time"
 
 	"hubwire.dev/go/frame"
 )
@@ -81,6 +83,7 @@ type result struct {
 // outCall is a call this side started, between its REQUEST and its end.
 type outCall struct {
 	id     uint32
+	alone  bool        // the only call in flight when it started
 	done   chan result // unary, client_stream: the RESPONSE
 	items  *inbox      // server_stream, bidi: ITEMs, then the end
 	window *recvWindow // credit we granted for the callee's ITEMs
@@ -156,6 +159,16 @@ func (c *Core) Unary(ctx context.Context, method string, input Payload) (Payload
 	if err := c.begin(ctx, call, method, frame.Unary, input); err != nil {
 		unaryPool.Put(call)
 		return Payload{}, err
+	}
+	if c.spinUnary && call.alone {
+		// Low-latency: the reader spins for the answer on this processor;
+		// wait for it here without parking, so that delivering it wakes
+		// nobody (a parked caller would be made runnable, and the
+		// scheduler would wake a second thread for it).
+		start := time.Now()
+		for len(call.done) == 0 && time.Since(start) < c.spin {
+			runtime.Gosched()
+		}
 	}
 	select {
 	case r := <-call.done:

@@ -61,7 +61,10 @@ func Open(t transport.Transport, o Options, dialer bool) (*Core, error) {
 	for _, m := range local.Methods {
 		c.names[m.Name] = m.Name
 	}
-	go c.readLoop(rb, dec, newSpinner(o.Wait, o.Spin))
+	c.rb, c.dec, c.spin = rb, dec, o.Spin
+	sp := newSpinner(o.Wait, o.Spin)
+	c.spinUnary = sp.enabled()
+	go c.readLoop(sp)
 	return c, nil
 }
 

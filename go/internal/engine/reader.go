@@ -15,13 +15,17 @@ import (
 // to the serving seam), and waits for more the way the connection's
 // WaitMode says. Bad input ends the connection with GOAWAY (§7.1).
 
-func (c *Core) readLoop(rb *readBuf, dec *frame.Decoder, sp spinner) {
+func (c *Core) readLoop(sp spinner) {
+	rb, dec := c.rb, c.dec
 	delivered := false
 	for {
 		// Frames the reader itself sends while it dispatches one read
 		// (CREDIT, PONG, refusals) leave in one write.
 		c.writer.cork()
-		ferr := c.dispatchAll(rb, dec, &delivered)
+		handedOff, ferr := c.dispatchAll(rb, dec, &delivered)
+		if handedOff {
+			return // another goroutine reads now (see inline.go)
+		}
 		c.writer.uncork()
 		if ferr != nil {
 			c.failProtocol(ferr)
@@ -50,19 +54,30 @@ func (c *Core) readLoop(rb *readBuf, dec *frame.Decoder, sp spinner) {
 	}
 }
 
-func (c *Core) dispatchAll(rb *readBuf, dec *frame.Decoder, delivered *bool) *frame.Error {
+// dispatchAll dispatches every complete frame buffered. handedOff: a
+// handler this goroutine ran inline was slow, and another goroutine has
+// taken over reading; this one must stop touching the read state.
+func (c *Core) dispatchAll(rb *readBuf, dec *frame.Decoder, delivered *bool) (handedOff bool, ferr *frame.Error) {
 	for {
 		f, n, err := dec.Decode(rb.unread())
 		if err != nil {
-			return err
+			return false, err
 		}
 		if n == 0 {
-			return nil
+			return false, nil
 		}
 		rb.r += n
+		if f.Type == frame.TypeRequest {
+			inlined, handedOff, err := c.onRequest(&f, rb.r == rb.w)
+			if err != nil || handedOff {
+				return handedOff, err
+			}
+			*delivered = *delivered || !inlined
+			continue
+		}
 		woke, err := c.dispatch(&f)
 		if err != nil {
-			return err
+			return false, err
 		}
 		*delivered = *delivered || woke
 	}
@@ -101,8 +116,6 @@ func (c *Core) failProtocol(e *frame.Error) {
 // goroutine runnable. An error is a protocol error.
 func (c *Core) dispatch(f *frame.Frame) (woke bool, err *frame.Error) {
 	switch f.Type {
-	case frame.TypeRequest:
-		return true, c.onRequest(f)
 	case frame.TypePing:
 		var b [20]byte
 		c.writer.push(frame.AppendPing(b[:0], frame.TypePong, f.Data), nil, false)

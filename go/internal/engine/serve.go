@@ -71,12 +71,14 @@ func (s *served) cancel(err error, cause *Error) {
 	}
 }
 
-// onRequest handles a REQUEST. An error is a protocol error: the
-// connection closes.
-func (c *Core) onRequest(f *frame.Frame) *frame.Error {
+// onRequest handles a REQUEST; last says no other frame is buffered
+// behind it. inlined: its handler ran on this goroutine (see inline.go);
+// handedOff: and meanwhile another goroutine took over reading. An error
+// is a protocol error: the connection closes.
+func (c *Core) onRequest(f *frame.Frame, last bool) (inlined, handedOff bool, ferr *frame.Error) {
 	id := f.CallID
 	if c.ours(id) {
-		return &frame.Error{Code: frame.ProtocolError, Message: fmt.Sprintf("REQUEST with call id %d of the receiver's parity", id)}
+		return false, false, &frame.Error{Code: frame.ProtocolError, Message: fmt.Sprintf("REQUEST with call id %d of the receiver's parity", id)}
 	}
 	method, ok := c.names[string(f.Method)]
 	if !ok {
@@ -84,7 +86,7 @@ func (c *Core) onRequest(f *frame.Frame) *frame.Error {
 	}
 	if c.service == nil {
 		c.sendResponse(id, Payload{}, Errorf(frame.UnknownMethod, "unknown method %q: this side offers no methods", method), false)
-		return nil
+		return false, false, nil
 	}
 	s := &served{}
 	s.ctx = CallContext{Method: method, ID: id, Kind: f.Kind, Peer: c.peer}
@@ -104,7 +106,7 @@ func (c *Core) onRequest(f *frame.Frame) *frame.Error {
 	c.mu.Lock()
 	if _, live := c.calls.served[id]; live {
 		c.mu.Unlock()
-		return &frame.Error{Code: frame.ProtocolError, Message: fmt.Sprintf("REQUEST for call id %d, which is already live", id)}
+		return false, false, &frame.Error{Code: frame.ProtocolError, Message: fmt.Sprintf("REQUEST for call id %d, which is already live", id)}
 	}
 	c.calls.lastPeerID = max(c.calls.lastPeerID, id)
 	var refusal *Error
@@ -117,17 +119,21 @@ func (c *Core) onRequest(f *frame.Frame) *frame.Error {
 	if refusal != nil {
 		c.mu.Unlock()
 		c.sendResponse(id, Payload{}, refusal, false)
-		return nil
+		return false, false, nil
 	}
 	c.calls.served[id] = s
+	alone := len(c.calls.served) == 1
 	c.mu.Unlock()
 	if !s.ctx.deadline.IsZero() {
 		s.timer = time.AfterFunc(time.Until(s.ctx.deadline), func() {
 			c.finish(s, Payload{}, Errorf(frame.DeadlineExceeded, "deadline exceeded in the handler"), context.DeadlineExceeded)
 		})
 	}
+	if f.Kind == frame.Unary && alone && last {
+		return true, c.runInline(s), nil
+	}
 	go c.run(s)
-	return nil
+	return false, false, nil
 }
 
 // run runs one call's handler and answers.

@@ -26,6 +26,14 @@ type Core struct {
 	peer    *frame.Hello
 	dialer  bool // we opened the connection: our call ids are odd
 	wait    WaitMode
+	spin    time.Duration
+	// spinUnary: low-latency with more than one CPU (see Core.Unary).
+	spinUnary bool
+
+	// The read state: used by the one goroutine reading at a time.
+	rb  *readBuf
+	dec *frame.Decoder
+	il  inline
 
 	mu    sync.Mutex
 	calls callTable
@@ -141,6 +149,9 @@ func (c *Core) release() { <-c.gate }
 
 // begin starts a call: checks its size, takes a slot, registers it and
 // sends its REQUEST with the time left before ctx's deadline.
+//
+// The call's alone field says whether it was the only call in flight when
+// it started.
 func (c *Core) begin(ctx context.Context, call *outCall, method string, kind frame.Kind, input Payload) *Error {
 	if len(method) == 0 || len(method) > 255 {
 		return Errorf(frame.InvalidArgument, "method name must be 1-255 bytes, got %d", len(method))
@@ -173,6 +184,7 @@ func (c *Core) begin(ctx context.Context, call *outCall, method string, kind fra
 	call.id = c.calls.allocID()
 	c.calls.out[call.id] = call
 	pipelined := len(c.calls.out) > 1
+	call.alone = !pipelined
 	c.mu.Unlock()
 	var b [frame.HeaderLen + 5 + 255]byte
 	head := frame.AppendRequestHead(b[:0], call.id, kind, input.Codec, timeoutMs, method, len(input.Bytes))
