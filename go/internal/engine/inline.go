@@ -26,10 +26,10 @@ const inlinePeriod = time.Millisecond
 
 type inline struct {
 	mu      sync.Mutex
-	current *inlineRun // the inline run of the goroutine reading now, if any
-	seen    *inlineRun // current at the watchdog's last look
-	runs    uint64     // inline runs so far
-	last    uint64     // runs at the watchdog's last look
+	current *inlineRun  // the inline run of the goroutine reading now, if any
+	seen    *inlineRun  // current at the watchdog's last look
+	runs    uint64      // inline runs so far
+	last    uint64      // runs at the watchdog's last look
 	timer   *time.Timer // armed while inline runs happen
 }
 
