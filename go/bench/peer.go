@@ -67,14 +67,7 @@ func RunPeer(kind, addr string) error {
 		s.RegisterService(&echoDesc, struct{}{})
 		return s.Serve(l)
 	case "hubwire-child":
-		if path := os.Getenv("BENCH_PEER_CPUPROFILE"); path != "" {
-			// pprof of the provider's side (see README.md, "Where the time goes").
-			f, err := os.Create(path)
-			if err == nil {
-				pprof.StartCPUProfile(f)
-				defer pprof.StopCPUProfile()
-			}
-		}
+		defer profile()()
 		return Echo().ServeChild(hubwire.ConnectionOptions{Wait: waitFromEnv()})
 	case "hubwire-unix", "hubwire-tcp":
 		var l transport.Listener
@@ -88,10 +81,29 @@ func RunPeer(kind, addr string) error {
 			return err
 		}
 		fmt.Printf("ready %s\n", l.Addr())
-		go exitWithStdin()
+		stop := profile()
+		go func() {
+			io.Copy(io.Discard, os.Stdin)
+			stop()
+			os.Exit(0)
+		}()
 		return Echo().Serve(l, hubwire.ConnectionOptions{Wait: waitFromEnv()})
 	}
 	return fmt.Errorf("unknown peer %q", kind)
+}
+
+// profile starts a CPU profile of this peer if BENCH_PEER_CPUPROFILE names
+// a file; the returned function stops it.
+func profile() func() {
+	path := os.Getenv("BENCH_PEER_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil || pprof.StartCPUProfile(f) != nil {
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }
 
 func waitFromEnv() hubwire.WaitMode {

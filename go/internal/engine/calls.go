@@ -95,7 +95,7 @@ func (c *outCall) finish(p Payload, err *Error) {
 	if c.credit != nil {
 		why := err
 		if why == nil {
-			why = Errorf(frame.Cancelled, "the call has ended; no more items can be sent")
+			why = errCallEnded
 		}
 		c.credit.close(why)
 	}

@@ -158,6 +158,10 @@ func (c *Core) run(s *served) {
 	c.finish(s, p, err, context.Canceled)
 }
 
+// errCallEnded is why a handler's sends fail once it has answered (one
+// value: no allocation per call).
+var errCallEnded = &Error{Code: frame.Cancelled, Message: "the call has ended; no more items can be sent"}
+
 // debugPanics adds the stack to a panic's defect message (tests).
 var debugPanics = false
 
@@ -191,7 +195,7 @@ func (c *Core) finish(s *served, p Payload, err *Error, ctxErr error) {
 	}
 	why := err
 	if why == nil {
-		why = Errorf(frame.Cancelled, "the call has ended")
+		why = errCallEnded
 	}
 	s.cancel(ctxErr, why)
 	c.sendResponse(s.ctx.ID, p, err, more)

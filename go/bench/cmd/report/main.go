@@ -11,6 +11,7 @@ import (
 	"bufio"
 	"bytes"
 	"flag"
+	"math"
 	"fmt"
 	"os"
 	"os/exec"
@@ -151,8 +152,8 @@ func render(rows map[string]row, passes int, benchtime string) string {
 			met = got >= limit
 		}
 		verdict := "met"
-		if got == 0 {
-			verdict = "not measured"
+		if math.IsNaN(got) || math.IsInf(got, 0) || (!lower && got == 0) {
+			verdict, got = "not measured", 0
 		} else if !met {
 			if lower {
 				verdict = fmt.Sprintf("missed by %.2f×", got/limit)
