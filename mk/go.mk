@@ -35,8 +35,8 @@ test-go: deps-go ## Test the Go SDK: go vet, then go test -race (vectors, behavi
 	cd $(GO_DIR) && $(GO) vet ./... && cd bench && $(GO) vet ./...
 	@cd $(GO_DIR) && log=$(TARGET_DIR)/go-test.log; status=0; \
 	$(GO) test -race -count=1 -v ./... > $$log 2>&1 || status=$$?; \
-	grep -E '^(ok|FAIL|---|panic)|^\s+--- FAIL|\.go:[0-9]+:' $$log | grep -v -- '--- PASS' | tail -40; \
-	passed=$$(grep -cE '^\s*--- PASS' $$log || true); failed=$$(grep -cE '^\s*--- FAIL' $$log || true); \
+	{ grep -aE '^(ok|FAIL|panic)|^\s*--- FAIL|_test\.go:[0-9]+:' $$log || true; } | tail -40; \
+	passed=$$(grep -acE '^\s*--- PASS' $$log || true); failed=$$(grep -acE '^\s*--- FAIL' $$log || true); \
 	if [ $$status -ne 0 ] && [ "$$failed" = 0 ]; then failed=1; fi; \
 	echo "go: $$passed passed, $$failed failed"; exit $$status
 
