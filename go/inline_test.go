@@ -41,7 +41,7 @@ func TestABlockingInlineHandlerDoesNotStopTheConnection(t *testing.T) {
 				}
 				first <- err
 			}()
-			time.Sleep(10 * time.Millisecond) // "block" arrives alone and starts on the reader
+			time.Sleep(10 * time.Millisecond)                      // "block" arrives alone and starts on the reader
 			guard, stop := context.WithTimeout(bg, 10*time.Second) // a hang fails, not waits
 			defer stop()
 			if v, err := hubwire.Call[int](guard, conns.Client, "add", [2]int{2, 3}); v != 5 || err != nil {
