@@ -10,9 +10,11 @@ import (
 // Handing each call to a goroutine of its own costs a wake-up per call:
 // the Go scheduler, making the handler's goroutine runnable while another
 // processor idles, wakes a thread for it, and on a machine of two virtual
-// CPUs that thread competes with the peer process. So when a unary REQUEST
-// arrives alone — no other call served on the connection, no other frame
-// behind it in the read — the reader runs its handler itself.
+// CPUs that thread competes with the peer process. So the reader runs a
+// unary handler itself, unless that method has blocked before on this
+// connection (then it gets a goroutine, as calls of the other kinds do).
+// Answers of the handlers run inline for the frames of one read leave in
+// one write (the writer stays corked until the read is dispatched).
 //
 // A handler may block (sleep, wait for I/O, call back over the same
 // connection), and while it does, nobody reads: a CANCEL for it, or the
@@ -20,28 +22,53 @@ import (
 // while inline handlers do, checks every inlinePeriod: a handler still
 // running after a whole period has its reader role taken over by a new
 // goroutine, which goes on reading from where the first one was; the
-// first finishes its call and exits. Frames behind a blocking inline
-// handler therefore wait at most two periods.
+// first finishes its call and exits, and the method is marked slow for a
+// while. Frames behind a blocking inline handler therefore wait at most two
+// periods, once per method and connection and slowFor.
 const inlinePeriod = time.Millisecond
 
 type inline struct {
 	mu      sync.Mutex
-	current *inlineRun  // the inline run of the goroutine reading now, if any
-	seen    *inlineRun  // current at the watchdog's last look
-	runs    uint64      // inline runs so far
-	last    uint64      // runs at the watchdog's last look
-	timer   *time.Timer // armed while inline runs happen
+	current *inlineRun           // the inline run of the goroutine reading now, if any
+	seen    *inlineRun           // current at the watchdog's last look
+	runs    uint64               // inline runs so far
+	last    uint64               // runs at the watchdog's last look
+	timer   *time.Timer          // armed while inline runs happen
+	slow    map[string]time.Time // methods whose handler blocked inline, and when
 }
+
+// slowFor is how long a method that blocked inline runs in goroutines
+// before it is tried inline again: a handler may have been descheduled
+// once (a busy machine, a GC pause) rather than block by nature.
+const slowFor = time.Second
 
 // inlineRun is one handler run inline; handedOff is set when the watchdog
 // gives reading to another goroutine during it.
-type inlineRun struct{ handedOff bool }
+type inlineRun struct {
+	method    string
+	handedOff bool
+}
+
+// inlines reports whether a unary call of method may run on the reader.
+func (c *Core) inlines(method string) bool {
+	c.il.mu.Lock()
+	defer c.il.mu.Unlock()
+	since, slow := c.il.slow[method]
+	if slow && time.Since(since) > slowFor {
+		delete(c.il.slow, method)
+		slow = false
+	}
+	return !slow
+}
 
 // runInline runs s's handler on the reader goroutine; true if reading was
 // handed to another goroutine meanwhile.
-func (c *Core) runInline(s *served) bool {
-	c.writer.uncork() // the answer leaves at once, with what the reader queued
-	run := &inlineRun{}
+func (c *Core) runInline(s *served, last bool) bool {
+	if last {
+		// Nothing behind it in this read: its answer leaves at once.
+		c.writer.uncork()
+	}
+	run := &inlineRun{method: s.ctx.Method}
 	c.il.mu.Lock()
 	c.il.current = run
 	c.il.runs++
@@ -56,7 +83,7 @@ func (c *Core) runInline(s *served) bool {
 	}
 	handedOff := run.handedOff
 	c.il.mu.Unlock()
-	if !handedOff {
+	if last && !handedOff {
 		c.writer.cork()
 	}
 	return handedOff
@@ -70,6 +97,12 @@ func (c *Core) watchdog() {
 	if run := c.il.current; run != nil && run == c.il.seen {
 		run.handedOff = true
 		c.il.current = nil
+		if c.il.slow == nil {
+			c.il.slow = map[string]time.Time{}
+		}
+		if len(c.il.slow) < 1024 { // bounded: the peer names the methods
+			c.il.slow[run.method] = time.Now()
+		}
 		go c.readLoop(newSpinner(c.wait, c.spin))
 	}
 	active := c.il.current != nil || c.il.runs != c.il.last

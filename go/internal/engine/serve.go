@@ -122,15 +122,14 @@ func (c *Core) onRequest(f *frame.Frame, last bool) (inlined, handedOff bool, fe
 		return false, false, nil
 	}
 	c.calls.served[id] = s
-	alone := len(c.calls.served) == 1
 	c.mu.Unlock()
 	if !s.ctx.deadline.IsZero() {
 		s.timer = time.AfterFunc(time.Until(s.ctx.deadline), func() {
 			c.finish(s, Payload{}, Errorf(frame.DeadlineExceeded, "deadline exceeded in the handler"), context.DeadlineExceeded)
 		})
 	}
-	if f.Kind == frame.Unary && alone && last {
-		return true, c.runInline(s), nil
+	if f.Kind == frame.Unary && c.inlines(method) {
+		return true, c.runInline(s, last), nil
 	}
 	go c.run(s)
 	return false, false, nil
