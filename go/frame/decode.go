@@ -13,6 +13,7 @@ type Error struct {
 	Message string
 }
 
+// Error returns "code: message".
 func (e *Error) Error() string { return e.Code.String() + ": " + e.Message }
 
 func protocolErr(format string, a ...any) *Error {
