@@ -1,0 +1,90 @@
+package engine
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"hubwire.dev/go/frame"
+)
+
+// Version is the SDK's version, sent in HELLO.
+const Version = "0.1.0"
+
+// Options say how a connection presents itself, its limits, how it waits
+// and what it serves. The zero value is usable: every zero field takes its
+// default.
+type Options struct {
+	// Name is ours in the peer's logs and listings ("go" if empty).
+	Name string
+	// Wait is how the reader waits for bytes; the zero value reads
+	// HUBWIRE_WAIT (efficient, low-latency, low-latency:<µs>), else efficient.
+	Wait WaitMode
+	// Spin is the longest one low-latency spin lasts (default 50 µs).
+	Spin time.Duration
+	// MaxFrame is the largest frame body we accept (default 16 MiB, at least 4096).
+	MaxFrame uint32
+	// Window is the credit we grant per stream we receive (default 64).
+	Window uint32
+	// MaxCalls is how many calls we serve at once before answering
+	// resource_exhausted (default 4096).
+	MaxCalls uint32
+	// HandshakeTimeout bounds the wait for the peer's HELLO (default 10 s).
+	HandshakeTimeout time.Duration
+	// Service serves the calls the peer makes; nil offers no methods.
+	Service Service
+}
+
+// withDefaults fills in every zero field.
+func (o Options) withDefaults() Options {
+	if o.Name == "" {
+		o.Name = "go"
+	}
+	if o.Wait == WaitFromEnv {
+		o.Wait, o.Spin = waitFromEnv(o.Spin)
+	}
+	if o.Spin <= 0 {
+		o.Spin = DefaultSpin
+	}
+	if o.MaxFrame == 0 {
+		o.MaxFrame = frame.DefaultMaxFrame
+	}
+	o.MaxFrame = max(o.MaxFrame, frame.MinMaxFrame)
+	if o.Window == 0 {
+		o.Window = frame.DefaultWindow
+	}
+	if o.MaxCalls == 0 {
+		o.MaxCalls = frame.DefaultMaxCalls
+	}
+	if o.HandshakeTimeout <= 0 {
+		o.HandshakeTimeout = 10 * time.Second
+	}
+	return o
+}
+
+// waitFromEnv reads HUBWIRE_WAIT: "efficient", "low-latency" or
+// "low-latency:<µs>"; anything else is efficient.
+func waitFromEnv(spin time.Duration) (WaitMode, time.Duration) {
+	v := os.Getenv("HUBWIRE_WAIT")
+	switch {
+	case v == "low-latency":
+		return WaitLowLatency, spin
+	case strings.HasPrefix(v, "low-latency:"):
+		if us, err := strconv.Atoi(strings.TrimPrefix(v, "low-latency:")); err == nil && us > 0 {
+			return WaitLowLatency, time.Duration(us) * time.Microsecond
+		}
+		return WaitLowLatency, spin
+	}
+	return WaitEfficient, spin
+}
+
+// hello is our HELLO; the service's methods are asked for once, here.
+func (o *Options) hello() *frame.Hello {
+	h := frame.NewHello(frame.PeerInfo{Name: o.Name, Lang: "go", Version: Version})
+	h.MaxFrame, h.Window, h.MaxCalls = o.MaxFrame, o.Window, o.MaxCalls
+	if o.Service != nil {
+		h.Methods = o.Service.Methods()
+	}
+	return h
+}
