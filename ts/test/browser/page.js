@@ -119,7 +119,7 @@ async function main() {
   const results = [];
   for (const [transport, open] of Object.entries(transports)) {
     const page = new Provider("page").unary("whoami", (x) => ({ me: "page", got: x }));
-    const conn = await Connection.dial(open(), { name: "page", provider: page });
+    const conn = await Connection.dial(open(), { name: "page", service: page });
     for (const { name, f } of checks) {
       try {
         await f(conn);
