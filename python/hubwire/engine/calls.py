@@ -57,13 +57,11 @@ class Inbox:
 
     def finish(self, error: HubwireError | None) -> None:
         """The stream ended: ok (None) or with ``error``. Items already here
-        are still handed out before an ok end, not before an error."""
+        are still handed out first, then the end."""
         if self.ended:
             return
         self.ended = True
         self.error = error
-        if error is not None:
-            self.items.clear()
         self._wake()
 
     def _wake(self) -> None:
