@@ -91,6 +91,7 @@ test-demo: build build-ts ## Run `make run` on a copy of its config (a port the 
 	if HUBWIRE_DEMO_CONFIG="$$dir/hubwire.toml" scripts/run-demo.sh $(BIN) > "$$dir/out.txt" 2>&1; then \
 	  grep -q '"text":"6 words in 2 messages"' "$$dir/out.txt" && grep -q 'liftoff' "$$dir/out.txt" \
 	    && grep -q '"text":"rolled 3d6: ' "$$dir/out.txt" && grep -q '"text":"rolled 1d20: ' "$$dir/out.txt" \
+	    && grep -q '"text":"ellohay ubhay"' "$$dir/out.txt" \
 	    && echo "demo: 1 passed, 0 failed" || { cat "$$dir/out.txt"; echo "demo: 0 passed, 1 failed"; rm -rf "$$dir"; exit 1; }; \
 	else cat "$$dir/out.txt"; echo "demo: 0 passed, 1 failed"; rm -rf "$$dir"; exit 1; fi; rm -rf "$$dir"
 

@@ -43,3 +43,7 @@ DEPS_STEPS += deps-python
 TEST_STEPS += test-python
 CONFORMANCE_STEPS += conformance-python
 BENCH_STEPS += bench-python
+
+# `make run` and `make test-demo` start python/examples/translate.py with
+# the venv's python (examples/hubwire.toml): make the venv first.
+run test-demo: deps-python

@@ -83,6 +83,8 @@ printf '{"text": "hello hub"}\n{"text": "one provider per command"}\n' | hubwire
 run hubwire call roll '{"sides": 6, "count": 3}'
 run hubwire call 8ball '{"question": ""}' || echo "  (exit status $?: the provider refused an empty question, as it should)"
 run hubwire call nope || echo "  (exit status $?: no provider offers 'nope')"
+printf '$ printf ... | hubwire call translate\n'
+printf '{"text": "hello hub"}\n{"text": "Python speaks hubwire"}\n' | hubwire call translate
 
 say "== calls through the HTTP gateway"
 http POST /v1/call/8ball '{"question": "Is HTTP slower?"}'

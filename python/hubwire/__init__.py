@@ -13,6 +13,7 @@ from .hello import Hello, MethodInfo, PeerInfo
 from .kind import Kind
 from .provider import Provider
 from .stream import BidiStream, ClientStream, ItemSink, ItemStream
+from . import testing  # noqa: E402  (hubwire.testing.pair)
 
 __version__ = SDK_VERSION
 
