@@ -8,80 +8,149 @@ plain threads, with no event loop in sight::
         for n in conn.server_stream("count", 3):
             print(n)
 
-Connections live on one background I/O thread (:mod:`hubwire._loop`); a
-call hands its REQUEST to it and waits for the answer. A unary call takes
-the short path: no task, no asyncio future, just the engine's call entry
-and a lock the I/O thread releases when the RESPONSE (or the connection's
-end) arrives. Every wait ends: at the call's deadline (``timeout=``), at
-its answer, or when the connection is lost, which fails its calls at once.
-Interrupting a waiting thread (Ctrl-C) cancels the call.
+One implementation: a blocking connection is the asyncio engine on an
+event loop of its own, and the loop is run by whichever thread is waiting
+for it. A call made while no other thread is waiting runs the loop itself
+until its answer is in (leader); calls made meanwhile by other threads hand
+their work to that loop and sleep until their answer arrives or the leader
+leaves, when one of them leads in turn (:class:`Driver`). So a single
+caller pays no thread hand-off at all; and as long as any call waits, some
+thread reads the connection, so a lost connection fails every waiting call
+at once. An idle connection is read by nobody: what arrived meanwhile (a
+GOAWAY, the end of the stream) is seen by the next call, which then fails
+at once if it must. Every wait ends: at the call's deadline (``timeout=``),
+at its answer, or when the connection is lost. Interrupting a waiting
+thread (Ctrl-C) cancels its call (CANCEL to the peer).
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, Generic, Iterator, Sequence, TypeVar, overload
+from typing import Any, Awaitable, Callable, Generic, Iterator, Sequence, TypeVar, overload
 
-from . import _loop, client
+from . import client
 from . import connection as aconn
 from .codec import Codec, codec_of
 from .codes import Code
-from .engine.calls import OutCall
 from .engine.options import ConnectionOptions
-from .engine.state import Core
 from .errors import HubwireError
 from .hello import Hello
 from .stream import BidiStream as ABidiStream
 from .stream import ClientStream as AClientStream
 from .stream import ItemStream as AItemStream
-from .transport.child import LogFn, default_log
+from .transport.child import LogFn, SyncChild, default_log, spawn_sync
 
 T = TypeVar("T")
 
 
-class _ThreadCall(OutCall):
-    """A unary call waited for by a plain thread: the I/O thread releases
-    ``done`` when the outcome is in."""
+class _Wait:
+    __slots__ = ("fut", "done")
 
-    __slots__ = ("done", "result")
+    def __init__(self) -> None:
+        self.fut: asyncio.Future[Any] | None = None
+        self.done = False
 
-    def __init__(self, method: str, codec: int, payload: Any) -> None:
-        super().__init__(0, method, codec, payload)
-        self.done = threading.Lock()
-        self.done.acquire()
-        self.result: Any = None
 
-    def settle(self, code: Code, message: str, codec: int, payload: Any) -> None:
-        self.result = (code, message, codec, payload)
-        self.done.release()
+class Driver:
+    """Runs one event loop in whichever thread waits on it (leader/followers)."""
 
-    def fail(self, error: HubwireError) -> None:
-        if self.result is None:
-            self.result = error
-            self.done.release()
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.loop = loop or asyncio.new_event_loop()
+        self.cond = threading.Condition(threading.Lock())
+        self.leading = False
+
+    def run(self, start: Callable[[], Awaitable[T]]) -> T:
+        """Calls ``start()`` on the loop and waits for the awaitable it returns."""
+        w = _Wait()
+        loop = self.loop
+
+        def begin() -> None:
+            fut = asyncio.ensure_future(start(), loop=loop)
+            w.fut = fut
+            fut.add_done_callback(lambda _: self._finished(w))
+
+        with self.cond:
+            lead = not self.leading
+            if lead:
+                self.leading = True
+            else:
+                loop.call_soon_threadsafe(begin)
+        if lead:
+            begin()
+        else:
+            try:
+                with self.cond:
+                    while not w.done and self.leading:
+                        self.cond.wait()
+                    lead = not w.done
+                    if lead:
+                        self.leading = True
+            except BaseException:
+                loop.call_soon_threadsafe(self._cancel, w)
+                raise
+        if lead:
+            self._lead(w)
+        assert w.fut is not None
+        return w.fut.result()  # type: ignore[no-any-return]
+
+    def _lead(self, w: _Wait) -> None:
+        try:
+            while not w.done:
+                if w.fut is None:  # our start is still queued: run the loop until it ran
+                    self.loop.run_until_complete(asyncio.sleep(0))
+                else:
+                    try:
+                        self.loop.run_until_complete(w.fut)
+                    except BaseException:
+                        if not w.fut.done():  # interrupted (Ctrl-C): cancel it, and let the cancellation through
+                            w.fut.cancel()
+                            self.loop.run_until_complete(asyncio.wait([w.fut]))
+                            raise
+                        if isinstance(w.fut.exception(), BaseException):
+                            break
+                        raise
+        finally:
+            with self.cond:
+                self.leading = False
+                self.cond.notify_all()
+
+    def _finished(self, w: _Wait) -> None:
+        with self.cond:
+            w.done = True
+            self.cond.notify_all()
+
+    @staticmethod
+    def _cancel(w: _Wait) -> None:
+        if w.fut is not None:
+            w.fut.cancel()
 
 
 class ItemStream(Generic[T]):
     """A stream's items for a plain thread: iterate it with ``for``. Leaving
-    early (``break``, an exception) inside ``with`` cancels the call."""
+    early inside ``with`` (``break``, an exception) cancels the call."""
 
-    def __init__(self, stream: AItemStream[T], loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, stream: AItemStream[T], driver: Driver) -> None:
         self._stream = stream
-        self._loop = loop
+        self._driver = driver
 
     def __iter__(self) -> Iterator[T]:
         return self
 
     def __next__(self) -> T:
-        try:
-            return _loop.run(self._stream.__anext__())
-        except StopAsyncIteration:
-            raise StopIteration from None
+        end = _END
+        item = self._driver.run(lambda: self._stream.next_or(end))
+        if item is end:
+            raise StopIteration
+        return item  # type: ignore[no-any-return]
 
     def cancel(self) -> None:
         """Abandons the call (CANCEL to the callee)."""
-        self._loop.call_soon_threadsafe(self._stream.cancel)
+
+        async def cancel() -> None:
+            self._stream.cancel()
+
+        self._driver.run(cancel)
 
     def __enter__(self) -> ItemStream[T]:
         return self
@@ -91,48 +160,59 @@ class ItemStream(Generic[T]):
             self.cancel()
 
 
-class BidiStream(ItemStream[T]):
-    """A bidirectional call for a plain thread: ``send``/``end`` inputs
-    (from this or another thread), ``for`` over the outputs."""
+_END = object()
 
-    def __init__(self, stream: ABidiStream[Any], loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(stream, loop)
+
+class BidiStream(ItemStream[T]):
+    """A bidirectional call for plain threads: ``send``/``end`` inputs (from
+    this or another thread), ``for`` over the outputs."""
+
+    def __init__(self, stream: ABidiStream[T], driver: Driver) -> None:
+        super().__init__(stream, driver)
         self._bidi = stream
 
     def send(self, item: Any) -> None:
         """Sends one input, waiting for credit."""
-        _loop.run(self._bidi.send(item))
+        self._driver.run(lambda: self._bidi.send(item))
 
     def end(self) -> None:
         """No more inputs (END)."""
-        self._loop.call_soon_threadsafe(self._bidi.end)
+
+        async def end() -> None:
+            self._bidi.end()
+
+        self._driver.run(end)
 
 
 class ClientStream(Generic[T]):
     """A client-streaming call for a plain thread: ``send`` inputs, then ``finish``."""
 
-    def __init__(self, cs: AClientStream[T], loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, cs: AClientStream[T], driver: Driver) -> None:
         self._cs = cs
-        self._loop = loop
+        self._driver = driver
         self._done = False
 
     def send(self, item: Any) -> None:
         """Sends one input, waiting for credit; fails once the call has ended."""
-        _loop.run(self._cs.send(item))
+        self._driver.run(lambda: self._cs.send(item))
 
     def finish(self) -> T:
         """Ends the inputs (END) and waits for the output."""
         self._done = True
-        return _loop.run(self._cs.finish())
+        return self._driver.run(self._cs.finish)
 
     def response(self) -> T:
         """Waits for the output without ending the inputs."""
         self._done = True
-        return _loop.run(self._cs.response())
+        return self._driver.run(self._cs.response)
 
     def cancel(self) -> None:
         """Abandons the call (CANCEL to the callee)."""
-        self._loop.call_soon_threadsafe(self._cs.cancel)
+
+        async def cancel() -> None:
+            self._cs.cancel()
+
+        self._driver.run(cancel)
 
     def __enter__(self) -> ClientStream[T]:
         return self
@@ -146,11 +226,13 @@ class Connection:
     """A connection for plain threads (any number of them at once); ``with``
     closes it on exit."""
 
-    def __init__(self, conn: aconn.Connection) -> None:
-        #: The asyncio connection underneath, living on the I/O thread.
+    def __init__(self, conn: aconn.Connection, driver: Driver) -> None:
+        #: The asyncio connection underneath (its loop is run by the calling threads).
         self.aio = conn
-        self._core: Core = conn._core
-        self._loop = self._core.loop
+        self._driver = driver
+        self._core = conn._core
+        #: The child process behind the connection, when :func:`spawn` made it.
+        self.child: SyncChild | None = None
 
     @property
     def peer(self) -> Hello:
@@ -159,34 +241,32 @@ class Connection:
 
     @property
     def is_closed(self) -> bool:
-        """Whether the connection has ended."""
+        """Whether the connection has ended (as far as it was read)."""
         return self.aio.is_closed
 
-    def closed(self, timeout: float | None = None) -> HubwireError | None:
-        """Waits (up to ``timeout`` s) until the connection ends; why, or None if it has not."""
-        try:
-            return asyncio.run_coroutine_threadsafe(self.aio.closed(), self._loop).result(timeout)
-        except TimeoutError:
-            return None
+    def run(self, start: Callable[[], Awaitable[T]]) -> T:
+        """Runs ``start()`` on the connection's loop and waits for its result:
+        for anything the asyncio connection (:attr:`aio`) can do."""
+        return self._driver.run(start)
 
     def ping(self) -> float:
         """Round-trip time of a PING, in seconds."""
-        return _loop.run(self.aio.ping())
+        return self._driver.run(self.aio.ping)
 
     def close(self) -> None:
         """Closes now: calls in flight fail with ``unavailable``."""
-        if not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self.aio.close)
-        child = self.aio.child
-        if child is not None:
-            try:
-                _loop.run(child.wait())
-            except Exception:
-                pass
+
+        async def close() -> None:
+            self.aio.close()
+
+        if not self._driver.loop.is_closed():
+            self._driver.run(close)
+        if self.child is not None:
+            self.child.wait()
 
     def drain(self, grace: float = 5.0) -> None:
         """GOAWAY, wait up to ``grace`` s for calls in flight, then close."""
-        _loop.run(self.aio.drain(grace))
+        self._driver.run(lambda: self.aio.drain(grace))
 
     def __enter__(self) -> Connection:
         return self
@@ -197,15 +277,21 @@ class Connection:
     # ---- Calls ---------------------------------------------------------------
 
     def _unary(self, method: str, codec: Codec, payload: Any, timeout: float | None) -> tuple[Code, str, int, Any]:
-        call = _ThreadCall(method, codec, payload)
         core = self._core
-        self._loop.call_soon_threadsafe(core.begin, call, timeout)
-        try:
-            call.done.acquire()
-        except BaseException:  # interrupted: cancel the call
-            self._loop.call_soon_threadsafe(core.abandon, call, HubwireError(Code.cancelled, "the call was interrupted"))
-            raise
-        r = call.result
+
+        def start() -> asyncio.Future[Any]:
+            call = client.OnceCall(client.UNARY, method, codec, payload, core.loop.create_future())
+            core.begin(call, timeout)
+            fut = call.future
+
+            def interrupted(f: asyncio.Future[Any]) -> None:
+                if f.cancelled():
+                    core.abandon(call, HubwireError(Code.cancelled, "the call was interrupted"))
+
+            fut.add_done_callback(interrupted)
+            return fut
+
+        r = self._driver.run(start)
         if isinstance(r, HubwireError):
             raise r
         return r  # type: ignore[no-any-return]
@@ -234,7 +320,7 @@ class Connection:
         async def start() -> AItemStream[Any]:
             return self.aio.server_stream(method, input, output=output, errors=errors, timeout=timeout, codec=codec)
 
-        return ItemStream(_loop.run(start()), self._loop)
+        return ItemStream(self._driver.run(start), self._driver)
 
     def client_stream(
         self, method: str, *, input: Any = Any, output: Any = Any, errors: Any = Any, timeout: float | None = None, codec: Codec | str | None = None
@@ -244,7 +330,7 @@ class Connection:
         async def start() -> AClientStream[Any]:
             return self.aio.client_stream(method, input=input, output=output, errors=errors, timeout=timeout, codec=codec)
 
-        return ClientStream(_loop.run(start()), self._loop)
+        return ClientStream(self._driver.run(start), self._driver)
 
     def bidi(
         self, method: str, *, input: Any = Any, output: Any = Any, errors: Any = Any, timeout: float | None = None, codec: Codec | str | None = None
@@ -254,12 +340,19 @@ class Connection:
         async def start() -> ABidiStream[Any]:
             return self.aio.bidi(method, input=input, output=output, errors=errors, timeout=timeout, codec=codec)
 
-        return BidiStream(_loop.run(start()), self._loop)
+        return BidiStream(self._driver.run(start), self._driver)
+
+
+def open(start: Callable[[], Awaitable[aconn.Connection]]) -> Connection:
+    """A blocking connection opened by ``start()`` (an asyncio opener, such
+    as ``lambda: hubwire.Connection.dial(transport)``) on a new loop."""
+    driver = Driver()
+    return Connection(driver.run(start), driver)
 
 
 def connect(address: str, options: ConnectionOptions | None = None) -> Connection:
     """Dials ``unix:/path`` or ``tcp:host:port`` (see :func:`hubwire.connect`)."""
-    return Connection(_loop.run(aconn.connect(address, options)))
+    return open(lambda: aconn.connect(address, options))
 
 
 def spawn(
@@ -271,11 +364,15 @@ def spawn(
     cwd: str | None = None,
     log: LogFn | None = default_log,
 ) -> Connection:
-    """Starts a child provider and dials it (see :func:`hubwire.spawn`)."""
-    return Connection(_loop.run(aconn.spawn(argv, options, name=name, env=env, cwd=cwd, log=log)))
-
-
-def wrap(conn: aconn.Connection) -> Connection:
-    """A blocking handle to an asyncio connection that lives on the I/O
-    thread (opened with :func:`hubwire._loop.run`)."""
-    return Connection(conn)
+    """Starts a child provider and dials it (see :func:`hubwire.spawn`). The
+    child's output is read by two plain threads, so a chatty child never
+    blocks while this side is idle."""
+    child = spawn_sync(argv, name=name, env=env, cwd=cwd, log=log)
+    try:
+        conn = open(lambda: aconn.Connection.dial(child.transport, options))
+    except BaseException:
+        child.kill()
+        child.wait()
+        raise
+    conn.child = child
+    return conn

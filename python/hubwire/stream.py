@@ -52,6 +52,14 @@ class ItemStream(Generic[T]):
             return None
         return self._decode(entry[0], entry[1])
 
+    async def next_or(self, end: Any) -> Any:
+        """The next item, or ``end`` at the stream's ``ok`` end (which tells a
+        ``None`` item from the end)."""
+        entry = await self._inbox.get()
+        if entry is None:
+            return end
+        return self._decode(entry[0], entry[1])
+
     def _decode(self, codec: int, payload: Any) -> T:
         if self._raw or (codec == Codec.raw and self._type is Any and self._code == Code.internal):
             return payload if type(payload) is bytes else bytes(payload)  # type: ignore[return-value]

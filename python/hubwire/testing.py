@@ -8,11 +8,14 @@ memory, in one line::
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .connection import Connection
 from .engine.options import ConnectionOptions
 from .transport import memory
+
+if TYPE_CHECKING:
+    from . import blocking
 
 
 class Pair:
@@ -61,3 +64,19 @@ def pair(service: Any, client: ConnectionOptions | None = None, server: Connecti
     over the in-memory transport: ``async with pair(p) as client: ...``,
     or ``p = await pair(service).open()`` for both ends."""
     return Pair(service, client, server)
+
+
+def blocking_pair(service: Any, client: ConnectionOptions | None = None, server: ConnectionOptions | None = None) -> tuple[blocking.Connection, Pair]:
+    """Like :func:`pair`, for the blocking API: a blocking client connected
+    to ``service`` in memory (both ends on the client's loop, so the
+    service runs while the client waits), and the pair (to close the
+    server's end, run ``client.run`` with a coroutine that does)."""
+    from . import blocking
+
+    p = Pair(service, client, server)
+
+    async def open() -> Connection:
+        await p.open()
+        return p.client
+
+    return blocking.open(open), p

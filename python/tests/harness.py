@@ -17,7 +17,7 @@ from typing import Any, Callable
 import behaviour_provider as bp
 
 import hubwire
-from hubwire import _loop, blocking, testing
+from hubwire import blocking, testing
 
 PROVIDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "behaviour_provider.py")
 SETUPS = ["memory", "unix", "tcp", "child"]
@@ -60,14 +60,20 @@ class Stream:
     async def send(self, item: Any) -> None:
         await self._do(self.obj.send, item)
 
-    def end(self) -> None:
-        self.obj.end()
+    async def end(self) -> None:
+        if self.threaded:
+            await asyncio.to_thread(self.obj.end)
+        else:
+            self.obj.end()
 
     async def finish(self) -> Any:
         return await self._do(self.obj.finish)
 
-    def cancel(self) -> None:
-        self.obj.cancel()
+    async def cancel(self) -> None:
+        if self.threaded:
+            await asyncio.to_thread(self.obj.cancel)
+        else:
+            self.obj.cancel()
 
 
 class Client:
@@ -138,11 +144,11 @@ class Harness:
         if threaded:  # every blocking call in flight holds a thread
             asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(256, thread_name_prefix="blocking-client"))
         if self.setup == "memory":
-            pair = self._pair = testing.pair(bp.provider(), server=bp.options())
             if threaded:
-                await asyncio.to_thread(_loop.run, pair.open())
-                self.client = Client(blocking.wrap(pair.client))
+                conn, self._pair = await asyncio.to_thread(testing.blocking_pair, bp.provider(), None, bp.options())
+                self.client = Client(conn)
             else:
+                pair = self._pair = testing.pair(bp.provider(), server=bp.options())
                 await pair.open()
                 self.client = Client(pair.client)
         elif self.setup == "child":
@@ -177,17 +183,21 @@ class Harness:
         conn = self.client.conn
         if self._pair is not None:
             server = self._pair.server
-            if self.api == "blocking":
-                _loop.io_loop().call_soon_threadsafe(server.close)
+            if isinstance(conn, blocking.Connection):
+
+                async def close() -> None:
+                    server.close()
+
+                await asyncio.to_thread(conn.run, close)
             else:
                 server.close()
         elif self._proc is not None:
             self._proc.kill()
             await self._proc.wait()
         else:
-            aio = conn.aio if isinstance(conn, blocking.Connection) else conn
-            assert aio.child is not None
-            aio.child.kill()
+            child = conn.child
+            assert child is not None
+            child.kill()
 
     async def close(self) -> None:
         conn = self.client.conn

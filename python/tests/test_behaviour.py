@@ -140,7 +140,7 @@ async def bidi(h: Harness) -> None:
         async def burst() -> None:  # more than both windows, read afterwards
             for i in range(100):
                 await b.send(f"b{i}")
-            b.end()
+            await b.end()
 
         writer = asyncio.ensure_future(burst())
         for i in range(100):
@@ -155,7 +155,7 @@ async def cancel_stream_observed(h: Harness) -> None:
     token = h.token("cancel-stream")
     s = await h.client.server_stream("slow_stream", bp.Tagged(token=token, n=5))
     assert [await s.next() for _ in range(3)] == [0, 1, 2]
-    s.cancel()
+    await s.cancel()
     await cancel_observed(h, token)
 
 
@@ -198,7 +198,7 @@ async def flow_control_bounded(h: Harness) -> None:
     for i in range(1, 192):
         assert await s.next() == i
     assert await h.client.call("progress", token) >= 191  # credit went back
-    s.cancel()
+    await s.cancel()
 
 
 @case
@@ -213,7 +213,7 @@ async def flow_control_bounded_upstream(h: Harness) -> None:
             break
         sent += 1
     assert sent == bp.PROVIDER_WINDOW, "the caller must stop at the callee's window"
-    cs.cancel()
+    await cs.cancel()
 
 
 @case

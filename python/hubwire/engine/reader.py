@@ -132,6 +132,7 @@ class Reader:
         core = self.core
         mv, decoder, routes = self.mv, self.decoder, self.routes
         start, end = self.start, self.end
+        core.writer.corked = True
         try:
             while True:
                 avail = end - start
@@ -150,7 +151,11 @@ class Reader:
                     return
             self.start = start
         except HubwireError as e:
+            core.writer.corked = False
             core.fail_protocol(e)
+        finally:
+            if core.writer.corked:
+                core.writer.uncork()
 
     # ---- Routing -------------------------------------------------------------
 

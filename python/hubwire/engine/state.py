@@ -74,7 +74,8 @@ class Core:
     # ---- Sending frames ----------------------------------------------------
 
     def send_response(self, call_id: int, code: int, message: str, codec: int, payload: Any) -> None:
-        """Sends a RESPONSE; one over the caller's ``max_frame`` becomes ``too_large``."""
+        """Sends a RESPONSE; one over the caller's ``max_frame`` becomes
+        ``too_large``. The answer of the only call served leaves at once."""
         m = message_bytes(message) if message else b""
         n = len(payload) if payload is not None else 0
         body = 3 + len(m) + n
@@ -82,7 +83,7 @@ class Core:
             msg = f"response of {body} bytes exceeds the caller's max_frame of {self.peer.max_frame} bytes"
             self.writer.write(status_head(RESPONSE, call_id, 0, Code.too_large, message_bytes(msg), 0))
             return
-        self.writer.write(status_head(RESPONSE, call_id, codec, code, m, n), payload)
+        self.writer.write(status_head(RESPONSE, call_id, codec, code, m, n), payload, not self.served)
 
     def send_error(self, call_id: int, e: HubwireError) -> None:
         """Sends a RESPONSE for an error (a failure carries its encoded value)."""
@@ -152,7 +153,8 @@ class Core:
             timeout_ms = min(0xFFFFFFFF, max(1, int((call.deadline - self.loop.time()) * 1000)))
         if name is None:
             name = call.method.encode("utf-8")
-        self.writer.write(request_head(call_id, call.kind, call.codec, timeout_ms, name, len(call.payload)), call.payload)
+        # Alone in flight: write now; else share a write with the others.
+        self.writer.write(request_head(call_id, call.kind, call.codec, timeout_ms, name, len(call.payload)), call.payload, len(out) == 1)
         if call.send is not None:
             if call.end_pending:
                 self.send_end(call_id)

@@ -2,7 +2,12 @@
 
 Frames queued while the loop runs other work leave together: the first
 frame queued schedules one flush (``loop.call_soon``), and everything
-queued until it runs goes out in one ``sendmsg``. Small frames are packed
+queued until it runs goes out in one ``sendmsg``. A frame that is alone
+(a REQUEST with no other call in flight, the RESPONSE of the only call
+served) is written at once instead (``now=True``): it saves a trip
+through the loop on the path of a single round trip. While the reader
+dispatches the frames of one read, the writer is corked, and the answers
+produced meanwhile leave in one write when it is done. Small frames are packed
 into one buffer; a payload of 16 KiB or more stays a segment of its own,
 so it is never copied in Python (the kernel copies it once). A socket that
 is full hands the rest to a writability callback.
@@ -30,7 +35,7 @@ LIMIT = 4 * 1024 * 1024
 class Writer:
     """Batches frames and writes them to the transport."""
 
-    __slots__ = ("transport", "loop", "on_error", "buf", "parts", "queued", "scheduled", "blocked", "closed", "waiters")
+    __slots__ = ("transport", "loop", "on_error", "buf", "parts", "queued", "scheduled", "blocked", "closed", "waiters", "corked")
 
     def __init__(self, transport: Transport, loop: asyncio.AbstractEventLoop, on_error: Callable[[OSError], None]) -> None:
         self.transport = transport
@@ -45,9 +50,12 @@ class Writer:
         self.blocked = False
         self.closed = False
         self.waiters: list[asyncio.Future[None]] = []
+        #: The reader is dispatching: flush when it is done.
+        self.corked = False
 
-    def write(self, head: bytes, payload: Buf | None = None) -> None:
-        """Queues one frame: its header and fixed fields, then its payload."""
+    def write(self, head: bytes, payload: Buf | None = None, now: bool = False) -> None:
+        """Queues one frame: its header and fixed fields, then its payload;
+        ``now`` writes it at once unless other frames are waiting."""
         if self.closed:
             return
         if payload is None or len(payload) < BIG:
@@ -62,9 +70,19 @@ class Writer:
             self.buf = bytearray()
             self.queued += len(payload)
         self.queued += len(head)
-        if not self.scheduled and not self.blocked:
+        if self.scheduled or self.blocked or self.corked:
+            return
+        if now:
+            self.flush()
+        else:
             self.scheduled = True
             self.loop.call_soon(self.flush)
+
+    def uncork(self) -> None:
+        """The reader is done with a read: write what its frames produced."""
+        self.corked = False
+        if not self.scheduled and not self.blocked and (self.buf or self.parts):
+            self.flush()
 
     def flush(self) -> None:
         """Writes what is queued, as far as the transport takes it."""

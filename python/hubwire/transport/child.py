@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import subprocess
 import sys
+import threading
 from typing import Callable, Sequence
 
 from .sock import SocketTransport
@@ -62,6 +64,24 @@ class Child:
             self.process.kill()
 
 
+def _child_setup(argv: Sequence[str], env: dict[str, str] | None) -> tuple[socket.socket, socket.socket, dict[str, str]]:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    child_env = dict(os.environ if env is None else env)
+    child_env["HUBWIRE_FD"] = str(CHILD_FD)
+    return ours, theirs, child_env
+
+
+def _fd3(fd: int) -> dict[str, object]:
+    """Popen arguments that put ``fd`` on descriptor 3 in the child."""
+
+    def to_fd3() -> None:  # in the child, between fork and exec: async-signal-safe calls only
+        os.dup2(fd, CHILD_FD)
+
+    if fd == CHILD_FD:
+        return {"pass_fds": (fd,)}
+    return {"pass_fds": (fd, CHILD_FD), "preexec_fn": to_fd3}
+
+
 async def _pump(stream: asyncio.StreamReader | None, name: str, which: str, log: LogFn) -> None:
     if stream is None:
         return
@@ -84,14 +104,7 @@ async def spawn(
     log: LogFn | None = default_log,
 ) -> Child:
     """Starts ``argv`` with the child's end of a socketpair on descriptor 3."""
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    fd = theirs.fileno()
-    child_env = dict(os.environ if env is None else env)
-    child_env["HUBWIRE_FD"] = str(CHILD_FD)
-
-    def to_fd3() -> None:  # in the child, between fork and exec: async-signal-safe calls only
-        os.dup2(fd, CHILD_FD)
-
+    ours, theirs, child_env = _child_setup(argv, env)
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -100,9 +113,7 @@ async def spawn(
             stderr=asyncio.subprocess.PIPE,
             env=child_env,
             cwd=cwd,
-            pass_fds=(fd, CHILD_FD) if fd != CHILD_FD else (fd,),
-            preexec_fn=None if fd == CHILD_FD else to_fd3,
-            start_new_session=False,
+            **_fd3(theirs.fileno()),  # type: ignore[arg-type]
         )
     except BaseException:
         ours.close()
@@ -113,3 +124,63 @@ async def spawn(
     logger = log or (lambda *_: None)
     pumps = [asyncio.ensure_future(_pump(proc.stdout, label, "stdout", logger)), asyncio.ensure_future(_pump(proc.stderr, label, "stderr", logger))]
     return Child(SocketTransport(ours, f"child:{label}[{proc.pid}]"), proc, pumps)
+
+
+class SyncChild:
+    """A child process started without an event loop (the blocking API):
+    two plain threads read its stdout and stderr into log lines, so a chatty
+    child never blocks while nobody runs the connection's loop."""
+
+    def __init__(self, transport: SocketTransport, process: subprocess.Popen[bytes], pumps: list[threading.Thread]) -> None:
+        #: The parent's end of the socketpair.
+        self.transport = transport
+        #: The process.
+        self.process = process
+        self._pumps = pumps
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Waits until the child exits (and its output is read); its status."""
+        code = self.process.wait(timeout)
+        for p in self._pumps:
+            p.join(timeout)
+        return code
+
+    def kill(self) -> None:
+        """Kills the child (SIGKILL) if it still runs."""
+        if self.process.poll() is None:
+            self.process.kill()
+
+
+def _pump_sync(stream: object, name: str, which: str, log: LogFn) -> None:
+    for line in stream:  # type: ignore[attr-defined]
+        log(name, which, line.rstrip(b"\n").decode("utf-8", errors="replace"))
+
+
+def spawn_sync(
+    argv: Sequence[str],
+    *,
+    name: str | None = None,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+    log: LogFn | None = default_log,
+) -> SyncChild:
+    """:func:`spawn` without an event loop."""
+    ours, theirs, child_env = _child_setup(argv, env)
+    try:
+        proc = subprocess.Popen(
+            list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env, cwd=cwd, **_fd3(theirs.fileno())  # type: ignore[call-overload]
+        )
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    label = name or os.path.basename(argv[0])
+    logger = log or (lambda *_: None)
+    pumps = [
+        threading.Thread(target=_pump_sync, args=(proc.stdout, label, "stdout", logger), name=f"hubwire-{label}-stdout", daemon=True),
+        threading.Thread(target=_pump_sync, args=(proc.stderr, label, "stderr", logger), name=f"hubwire-{label}-stderr", daemon=True),
+    ]
+    for p in pumps:
+        p.start()
+    return SyncChild(SocketTransport(ours, f"child:{label}[{proc.pid}]"), proc, pumps)
