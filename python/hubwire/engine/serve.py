@@ -36,39 +36,69 @@ Answer = Union[tuple[int, Any], None]
 
 
 class Incoming:
-    """One call as the engine hands it to a :class:`Service`."""
+    """One call as the engine hands it to a :class:`Service`.
 
-    __slots__ = ("core", "served", "method", "kind", "codec", "input")
+    A unary call is registered in the call table only if the service does
+    not answer it at once: a call answered during :meth:`Service.call`
+    cannot receive any frame before its answer, so it costs no entry, no
+    context and no timer unless the handler asks for its context.
+    """
 
-    def __init__(self, core: Core, served: Served, method: str, kind: int, codec: int, payload: Any) -> None:
+    __slots__ = ("core", "served", "method", "call_id", "kind", "codec", "input", "timeout_ms", "_ctx")
+
+    def __init__(self, core: Core, call_id: int, method: str, kind: int, codec: int, payload: Any, timeout_ms: int) -> None:
         self.core = core
-        self.served = served
+        self.served: Served | None = None
         #: The method called.
         self.method = method
+        #: The call id on this connection.
+        self.call_id = call_id
         #: The kind the caller asked for (0 unary .. 3 bidi).
         self.kind = kind
         #: The request's codec (the answer's, too).
         self.codec = codec
         #: The REQUEST payload (empty for the streaming-in kinds).
         self.input = payload
+        #: The caller's deadline, in milliseconds from the REQUEST's arrival (0: none).
+        self.timeout_ms = timeout_ms
+        self._ctx: CallContext | None = None
 
     @property
     def context(self) -> CallContext:
         """The call's context: method, id, deadline, cancellation, caller."""
-        return self.served.ctx
+        if self._ctx is None:
+            deadline = time.monotonic() + self.timeout_ms / 1000 if self.timeout_ms else None
+            self._ctx = CallContext(self.method, self.call_id, deadline, self.core.peer.peer, self.core)
+        return self._ctx
+
+    def register(self) -> Served:
+        """Enters the call in the table (so its frames reach it) and starts its deadline."""
+        s = self.served
+        if s is not None:
+            return s
+        core, call_id = self.core, self.call_id
+        s = self.served = Served(call_id, self.context, self.codec)
+        if self.kind >= 2:
+            s.items = Inbox(core.local.window, lambda n: core.grant(call_id, n))
+        if self.kind & 1:
+            s.credit = CreditGate(core.peer.window)
+        core.served[call_id] = s
+        if self.timeout_ms:
+            s.timer = core.loop.call_later(self.timeout_ms / 1000, _on_deadline, core, s)
+        return s
 
     @property
     def items(self) -> Inbox | None:
         """The caller's items (client_stream, bidi)."""
-        return self.served.items
+        return self.served.items if self.served is not None else None
 
     async def send_item(self, codec: int, payload: Any) -> None:
         """Sends one item to the caller (server_stream, bidi), waiting for
         credit; fails once the call has ended, or with ``too_large`` for an
         item over the caller's ``max_frame``."""
         s = self.served
-        gate = s.credit
-        if gate is None:
+        gate = s.credit if s is not None else None
+        if s is None or gate is None:
             raise HubwireError(Code.internal, f"a {self.kind} call has no output stream")
         core = self.core
         core.check_size(len(payload), "item")
@@ -113,28 +143,29 @@ def on_request(core: Core, f: Request) -> None:
         limit = core.local.max_calls
         core.send_response(call_id, Code.resource_exhausted, f"too many calls in flight: the limit (max_calls) is {limit}", 0, None)
         return
-    deadline = time.monotonic() + f.timeout_ms / 1000 if f.timeout_ms else None
-    s = Served(call_id, CallContext(f.method, call_id, deadline, core.peer.peer, core), f.codec)
-    kind = f.kind
-    if kind >= 2:
-        s.items = Inbox(core.local.window, lambda n: core.grant(call_id, n))
-    if kind & 1:
-        s.credit = CreditGate(core.peer.window)
-    core.served[call_id] = s
-    if f.timeout_ms:
-        s.timer = core.loop.call_later(f.timeout_ms / 1000, _on_deadline, core, s)
+    inc = Incoming(core, call_id, f.method, f.kind, f.codec, f.payload, f.timeout_ms)
+    if f.kind:
+        inc.register()  # its stream frames may come before it answers
+    answer: Any
     try:
-        answer = service.call(Incoming(core, s, f.method, kind, f.codec, f.payload))
+        answer = service.call(inc)
     except HubwireError as e:
-        finish(core, s, e)
-        return
+        answer = e
     except Exception as e:  # a bug in the service: this call only
-        finish(core, s, HubwireError(Code.defect, f"service raised {type(e).__name__}: {e}"))
+        answer = HubwireError(Code.defect, f"service raised {type(e).__name__}: {e}")
+    if answer is None or type(answer) is tuple or isinstance(answer, HubwireError):
+        s = inc.served
+        if s is not None:
+            finish(core, s, answer)
+        elif isinstance(answer, HubwireError):
+            core.send_error(call_id, answer)
+        elif answer is None:
+            core.send_response(call_id, Code.ok, "", 0, None)
+        else:
+            core.send_response(call_id, Code.ok, "", answer[0], answer[1])
         return
-    if answer is None or type(answer) is tuple:
-        finish(core, s, answer)
-        return
-    s.task = asyncio.ensure_future(_run(core, s, answer))  # type: ignore[arg-type]
+    s = inc.register()
+    s.task = asyncio.ensure_future(_run(core, s, answer))
 
 
 async def _run(core: Core, s: Served, work: Awaitable[Answer]) -> None:

@@ -58,6 +58,23 @@ class Writer:
         ``now`` writes it at once unless other frames are waiting."""
         if self.closed:
             return
+        if now and not self.buf and not self.parts and not (self.scheduled or self.blocked or self.corked):
+            # Alone: straight to the transport, head and payload as two
+            # segments (no copy); whatever does not fit is queued below.
+            try:
+                n = self.transport.send((head, payload) if payload else (head,))
+            except BlockingIOError:
+                n = 0
+            except OSError as e:
+                self._fail(e)
+                return
+            if n >= len(head):
+                if payload is None or n - len(head) >= len(payload):
+                    return
+                payload, head = memoryview(payload)[n - len(head) :], b""
+            else:
+                head = head[n:]
+            now = False
         if payload is None or len(payload) < BIG:
             self.buf += head
             if payload:
@@ -100,10 +117,7 @@ class Writer:
         except BlockingIOError:
             n = 0
         except OSError as e:
-            self.closed = True
-            self.parts = []
-            self._wake()
-            self.on_error(e)
+            self._fail(e)
             return
         self.queued -= n
         while n:
@@ -119,6 +133,13 @@ class Writer:
             self.transport.when_writable(self._writable)
         elif self.waiters:
             self._wake()
+
+    def _fail(self, e: OSError) -> None:
+        self.closed = True
+        self.parts = []
+        self.buf = bytearray()
+        self._wake()
+        self.on_error(e)
 
     def _writable(self) -> None:
         self.blocked = False
