@@ -37,7 +37,7 @@ conformance-python: deps-python ## Run the conformance suite against the Python 
 	$(BIN)/hubwire-conformance --root $(CURDIR) --lang python --testee "$(PY_TESTEE)"
 
 bench-python: deps-python ## Run the Python bench (hubwire vs socket, multiprocessing, grpcio; ~5 min); rewrites python/bench/README.md's results
-	$(PY) $(PY_DIR)/bench/run.py --readme $(PY_DIR)/bench/README.md
+	$(PY) $(PY_DIR)/bench/run.py --readme $(PY_DIR)/bench/README.md --readme $(PY_DIR)/README.md
 
 DEPS_STEPS += deps-python
 TEST_STEPS += test-python

@@ -284,15 +284,11 @@ class GrpcRow(Row):
         rate = n / (time.perf_counter() - t)
         ahead.release()
         th.join()
-        # Drain what is still in flight, so later round trips pair up.
-        while self.q.qsize() or n:
-            break
-        inflight = 256 - n % 1  # conservative: read until a marker comes back
+        # Read what is still in flight, up to a marker, so later round trips pair up.
         marker = b"m" * 64 + b"end"
         self.q.put(marker)
         while next(self.responses) != marker:
             pass
-        del inflight
         return rate
 
     def stop(self) -> None:
@@ -495,7 +491,7 @@ def targets(results: list[dict[str, Any]]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--smoke", action="store_true", help="tiny counts: check that every row runs")
-    ap.add_argument("--readme", help="rewrite the results section of this README")
+    ap.add_argument("--readme", action="append", default=[], help="rewrite the results section of this README (may be repeated)")
     ap.add_argument("--json", help="write the results as JSON here")
     ap.add_argument("--only", help="run only rows whose name contains this")
     args = ap.parse_args()
@@ -523,12 +519,12 @@ def main() -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"machine": machine(), "date": when, "results": results}, f, indent=1)
-    if args.readme:
-        with open(args.readme) as f:
+    for readme in args.readme:
+        with open(readme) as f:
             doc = f.read()
         start, end = "<!-- results:start -->", "<!-- results:end -->"
         i, j = doc.index(start) + len(start), doc.index(end)
-        with open(args.readme, "w") as f:
+        with open(readme, "w") as f:
             f.write(doc[:i] + "\n" + text + doc[j:])
 
 
