@@ -5,12 +5,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .hello import PeerInfo
-
-if TYPE_CHECKING:
-    from .connection import Connection
 
 
 class CallContext:
@@ -40,11 +37,10 @@ class CallContext:
         self._callbacks: list[Any] = []
 
     @property
-    def connection(self) -> Connection:
-        """The connection the call came on: a handler may call the caller back."""
-        from .connection import Connection
-
-        return Connection._wrap(self._conn)
+    def connection(self) -> Any:
+        """The ``hubwire.Connection`` the call came on: a handler may call the
+        caller back. (Typed ``Any``: this layer sits below the connection.)"""
+        return self._conn.handle
 
     @property
     def cancelled(self) -> bool:

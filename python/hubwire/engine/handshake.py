@@ -24,7 +24,7 @@ async def open_connection(transport: Transport, options: ConnectionOptions, dial
     """Opens a connection over ``transport`` as the dialer (odd call ids) or
     the acceptor (even ids); returns its core once both HELLOs are in."""
     loop = asyncio.get_running_loop()
-    core = Core(transport, options, dialer, loop)
+    core = Core(transport, options.hello(), options.service, dialer, loop)
     reader = Reader(core)
     core.reader = reader
     body = encode_hello(core.local)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..codes import Code
 from ..errors import HubwireError
@@ -22,25 +22,21 @@ from ..transport import Transport
 from .calls import CallQueue, OutCall, Served
 from .writer import Writer
 
-if TYPE_CHECKING:
-    from .options import ConnectionOptions
-    from .reader import Reader
-    from .serve import Service
-
 _U32 = struct.Struct("<I")
 
 
 class Core:
     """The shared state of one connection."""
 
-    def __init__(self, transport: Transport, options: ConnectionOptions, dialer: bool, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, transport: Transport, local: Hello, service: Any, dialer: bool, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.transport = transport
-        self.options = options
-        self.local: Hello = options.hello()
+        #: Our HELLO.
+        self.local = local
         #: The peer's HELLO, once the handshake is done.
-        self.peer: Hello = self.local
-        self.service: Service | None = options.service
+        self.peer: Hello = local
+        #: The ``Service`` whose methods we offer (engine/serve.py), or None.
+        self.service = service
         #: We opened the connection: our call ids are odd.
         self.dialer = dialer
         self.writer = Writer(transport, loop, self._write_failed)
@@ -62,7 +58,8 @@ class Core:
         self.closed: asyncio.Future[HubwireError] = loop.create_future()
         self.idle: asyncio.Event = asyncio.Event()
         self.handshake: asyncio.Future[None] = loop.create_future()
-        self.reader: Reader | None = None
+        #: The connection's reader (engine/reader.py).
+        self.reader: Any = None
         #: The public ``Connection`` of this core, once one was made.
         self.handle: Any = None
         self._method_names: dict[str, bytes] = {}

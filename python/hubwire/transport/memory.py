@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Callable, Sequence
 
-from . import Buf, Transport
+from .base import Buf, Transport
 
 #: Bytes one direction holds before a send would block (like a socket buffer).
 CAPACITY = 256 * 1024

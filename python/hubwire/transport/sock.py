@@ -9,7 +9,7 @@ import asyncio
 import socket
 from typing import Callable, Sequence
 
-from . import Buf, Listener, Transport
+from .base import Buf, Listener, Transport
 
 #: sendmsg takes at most IOV_MAX (1024 on Linux) segments per call.
 _IOV_MAX = 1024
