@@ -163,7 +163,12 @@ class Served:
 
 class CallQueue:
     """Calls waiting for the peer's ``max_calls`` to allow them, in order. A
-    call abandoned while waiting is only marked and skipped later."""
+    call abandoned while waiting is only marked and skipped later.
+
+    Its size is what the program started beyond the peer's limit (each such
+    call is a task or a thread of the program waiting on it): calls leave it
+    in order as slots free up, and all fail at once with ``unavailable``
+    when the connection dies or the peer drains."""
 
     __slots__ = ("calls", "size")
 

@@ -51,11 +51,18 @@ class Child:
         self.process = process
         self._pumps = pumps
 
-    async def wait(self) -> int:
-        """Waits until the child exits (and its output is read); its status."""
-        code = await self.process.wait()
-        for p in self._pumps:
-            await p
+    async def wait(self, grace: float = 5.0) -> int:
+        """Waits until the child exits (and its output is read); its status.
+        A child still running after ``grace`` seconds is killed."""
+        try:
+            code = await asyncio.wait_for(asyncio.shield(self.process.wait()), grace)
+        except asyncio.TimeoutError:
+            self.kill()
+            code = await self.process.wait()
+        # Its output ends with it, unless a grandchild holds the pipes: then stop reading.
+        _, pending = await asyncio.wait(self._pumps, timeout=grace)
+        for p in pending:
+            p.cancel()
         return code
 
     def kill(self) -> None:
@@ -138,11 +145,16 @@ class SyncChild:
         self.process = process
         self._pumps = pumps
 
-    def wait(self, timeout: float | None = None) -> int:
-        """Waits until the child exits (and its output is read); its status."""
-        code = self.process.wait(timeout)
+    def wait(self, grace: float = 5.0) -> int:
+        """Waits until the child exits (and its output is read); its status.
+        A child still running after ``grace`` seconds is killed."""
+        try:
+            code = self.process.wait(grace)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.process.wait()
         for p in self._pumps:
-            p.join(timeout)
+            p.join(grace)
         return code
 
     def kill(self) -> None:
@@ -152,7 +164,9 @@ class SyncChild:
 
 
 def _pump_sync(stream: object, name: str, which: str, log: LogFn) -> None:
-    for line in stream:  # type: ignore[attr-defined]
+    # Lines are cut at 64 KiB, as the asyncio pump's reader does: a child
+    # that never writes a newline costs at most that much memory.
+    while line := stream.readline(65536):  # type: ignore[attr-defined]
         log(name, which, line.rstrip(b"\n").decode("utf-8", errors="replace"))
 
 
