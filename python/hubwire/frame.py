@@ -179,6 +179,41 @@ def _text(b: Buf, start: int, end: int, what: str) -> str:
         raise _protocol(f"{what} is not valid UTF-8") from None
 
 
+def request_fields(b: Buf, start: int, end: int, flags: int) -> tuple[int, int, str, int]:
+    """The fixed fields of a REQUEST body at ``b[start:end]``: (kind,
+    timeout_ms, method, where the payload starts)."""
+    body_len = end - start
+    if body_len < 5:
+        raise _protocol(f"REQUEST body of {body_len} bytes is shorter than 5")
+    timeout_ms, mlen = _REQ.unpack_from(b, start)
+    if mlen == 0:
+        raise _protocol("REQUEST with an empty method name")
+    if mlen > body_len - 5:
+        raise _protocol(f"REQUEST method length {mlen} exceeds the {body_len - 5} bytes left in the body")
+    method = _text(b, start + 5, start + 5 + mlen, "method name")
+    kind = flags & 3
+    at = start + 5 + mlen
+    if kind >= 2 and at != end:
+        raise _protocol(f"{KINDS[kind]} REQUEST must have an empty payload, got {end - at} bytes")
+    return kind, timeout_ms, method, at
+
+
+def status_fields(b: Buf, start: int, end: int, name: str) -> tuple[Code, str, int]:
+    """The fixed fields of a RESPONSE or GOAWAY body at ``b[start:end]``:
+    (code, message, where the payload starts)."""
+    body_len = end - start
+    if body_len < 3:
+        raise _protocol(f"{name} body of {body_len} bytes is shorter than 3")
+    value, mlen = _STATUS.unpack_from(b, start)
+    code = code_of(value)
+    if code is None:
+        raise _protocol(f"{name} with reserved status code {value}")
+    if mlen > body_len - 3:
+        raise _protocol(f"{name} message length {mlen} exceeds the {body_len - 3} bytes left in the body")
+    message = _text(b, start + 3, start + 3 + mlen, "message") if mlen else ""
+    return code, message, start + 3 + mlen
+
+
 def decode_body(b: memoryview, off: int, n: int) -> Frame:
     """Parses the checked, complete frame at ``b[off:off+n]``. Payloads are
     copied out as ``bytes`` (the buffer is reused)."""
@@ -189,31 +224,10 @@ def decode_body(b: memoryview, off: int, n: int) -> Frame:
     if ftype == ITEM:
         return Item(call_id, codec, bytes(b[start:end]))
     if ftype == REQUEST:
-        if body_len < 5:
-            raise _protocol(f"REQUEST body of {body_len} bytes is shorter than 5")
-        timeout_ms, mlen = _REQ.unpack_from(b, start)
-        if mlen == 0:
-            raise _protocol("REQUEST with an empty method name")
-        if mlen > body_len - 5:
-            raise _protocol(f"REQUEST method length {mlen} exceeds the {body_len - 5} bytes left in the body")
-        method = _text(b, start + 5, start + 5 + mlen, "method name")
-        kind = flags & 3
-        at = start + 5 + mlen
-        if kind >= 2 and at != end:
-            raise _protocol(f"{KINDS[kind]} REQUEST must have an empty payload, got {end - at} bytes")
+        kind, timeout_ms, method, at = request_fields(b, start, end, flags)
         return Request(call_id, kind, codec, timeout_ms, method, bytes(b[at:end]))
     if ftype == RESPONSE or ftype == GOAWAY:
-        name = TYPE_NAMES[ftype]
-        if body_len < 3:
-            raise _protocol(f"{name} body of {body_len} bytes is shorter than 3")
-        value, mlen = _STATUS.unpack_from(b, start)
-        code = code_of(value)
-        if code is None:
-            raise _protocol(f"{name} with reserved status code {value}")
-        if mlen > body_len - 3:
-            raise _protocol(f"{name} message length {mlen} exceeds the {body_len - 3} bytes left in the body")
-        message = _text(b, start + 3, start + 3 + mlen, "message") if mlen else ""
-        rest = start + 3 + mlen
+        code, message, rest = status_fields(b, start, end, TYPE_NAMES[ftype])
         if ftype == RESPONSE:
             return Response(call_id, codec, code, message, bytes(b[rest:end]))
         if rest != end:

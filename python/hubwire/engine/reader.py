@@ -20,6 +20,10 @@ from ..frame import (
     HEADER_LEN,
     PONG,
     Cancel,
+    HEADER,
+    ITEM,
+    REQUEST,
+    RESPONSE,
     Credit,
     Decoder,
     End,
@@ -33,12 +37,16 @@ from ..frame import (
     Response,
     decode_body,
     header,
+    request_fields,
+    status_fields,
 )
 from ..hello import negotiate
 from . import serve
 
 if TYPE_CHECKING:
     from .state import Core
+
+_header = HEADER.unpack_from
 
 #: The read buffer's usual size.
 CHUNK = 256 * 1024
@@ -132,21 +140,52 @@ class Reader:
         core = self.core
         mv, decoder, routes = self.mv, self.decoder, self.routes
         start, end = self.start, self.end
+        opened = core.handshake.done()
+        version, max_frame = decoder.version, decoder.max_frame
         core.writer.corked = True
         try:
             while True:
                 avail = end - start
+                if avail < HEADER_LEN:
+                    self.need = HEADER_LEN
+                    break
+                body_len, v, ftype, flags, codec, call_id = _header(mv, start)
+                n = HEADER_LEN + body_len
+                # The hot frames, parsed here without a frame object; any
+                # header the checks of Decoder.check would refuse takes the
+                # general path below, which raises the right error.
+                if opened and REQUEST <= ftype <= ITEM and v == version and body_len <= max_frame and codec <= 2 and call_id:
+                    if avail < n:
+                        self.need = n
+                        break
+                    at = start + HEADER_LEN
+                    start += n
+                    self.start = start
+                    if ftype == RESPONSE:
+                        code, message, rest = status_fields(mv, at, start, "RESPONSE")
+                        self._response_of(call_id, codec, code, message, bytes(mv[rest:start]))
+                    elif ftype == REQUEST:
+                        kind, timeout_ms, method, rest = request_fields(mv, at, start, flags)
+                        serve.on_request(core, call_id, kind, codec, timeout_ms, method, bytes(mv[rest:start]))
+                    else:
+                        self._item_of(call_id, codec, bytes(mv[at:start]))
+                    if core.error is not None:
+                        return
+                    continue
                 n = decoder.check(mv, start, avail)
-                if n < 0 or avail < n:
-                    self.need = HEADER_LEN if n < 0 else n
+                if avail < n:
+                    self.need = n
                     break
                 frame = decode_body(mv, start, n)
                 start += n
                 self.start = start
                 if core.handshake.done():
                     routes[type(frame)](frame)
+                    if not opened:
+                        opened, version = True, decoder.version
                 else:
                     self._first(frame)
+                    opened, version = core.handshake.done(), decoder.version
                 if core.error is not None:
                     return
             self.start = start
@@ -175,26 +214,31 @@ class Reader:
         raise HubwireError(Code.protocol_error, "unexpected second HELLO")
 
     def _request(self, f: Request) -> None:
-        serve.on_request(self.core, f)
+        serve.on_request(self.core, *f)
 
     def _response(self, f: Response) -> None:
+        self._response_of(*f)
+
+    def _response_of(self, call_id: int, codec: int, code: Code, message: str, payload: Any) -> None:
         core = self.core
-        call = core.out.get(f.call_id)
+        call = core.out.get(call_id)
         if call is None:
             return
         core.release(call)
-        call.settle(f.code, f.message, f.codec, f.payload)
+        call.settle(code, message, codec, payload)
 
     def _item(self, f: Item) -> None:
+        self._item_of(*f)
+
+    def _item_of(self, call_id: int, codec: int, payload: Any) -> None:
         core = self.core
-        call_id = f.call_id
         if core.ours(call_id):
             call = core.out.get(call_id)
             if call is None:
                 return
             if call.recv is None:
                 raise HubwireError(Code.protocol_error, f"ITEM for call {call_id}, which has no stream from the callee")
-            if not call.recv.push(f.codec, f.payload):
+            if not call.recv.push(codec, payload):
                 core.abandon(call, _overrun(call_id))
         else:
             s = core.served.get(call_id)
@@ -202,7 +246,7 @@ class Reader:
                 return
             if s.items is None:
                 raise HubwireError(Code.protocol_error, f"ITEM for call {call_id}, which takes no stream from the caller")
-            if not s.items.push(f.codec, f.payload):
+            if not s.items.push(codec, payload):
                 serve.finish(core, s, _overrun(call_id))
 
     def _end(self, f: End) -> None:

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, Awaitable, Protocol, Union
 from ..codes import Code
 from ..context import CallContext
 from ..errors import HubwireError
-from ..frame import Request
 from ..hello import MethodInfo
 from .calls import Inbox, Served
 from .credit import CreditGate
@@ -123,9 +122,8 @@ class Service(Protocol):
         ...
 
 
-def on_request(core: Core, f: Request) -> None:
+def on_request(core: Core, call_id: int, kind: int, codec: int, timeout_ms: int, method: str, payload: Any) -> None:
     """A REQUEST arrived: check it, register it, hand it to the service."""
-    call_id = f.call_id
     if core.ours(call_id):
         raise HubwireError(Code.protocol_error, f"REQUEST with call id {call_id} of the receiver's parity")
     if call_id in core.served:
@@ -134,7 +132,7 @@ def on_request(core: Core, f: Request) -> None:
         core.last_peer_id = call_id
     service = core.service
     if service is None:
-        core.send_response(call_id, Code.unknown_method, f"unknown method {f.method!r}: this side offers no methods", 0, None)
+        core.send_response(call_id, Code.unknown_method, f"unknown method {method!r}: this side offers no methods", 0, None)
         return
     if core.draining:
         core.send_response(call_id, Code.unavailable, "draining (GOAWAY); retry elsewhere", 0, None)
@@ -143,8 +141,8 @@ def on_request(core: Core, f: Request) -> None:
         limit = core.local.max_calls
         core.send_response(call_id, Code.resource_exhausted, f"too many calls in flight: the limit (max_calls) is {limit}", 0, None)
         return
-    inc = Incoming(core, call_id, f.method, f.kind, f.codec, f.payload, f.timeout_ms)
-    if f.kind:
+    inc = Incoming(core, call_id, method, kind, codec, payload, timeout_ms)
+    if kind:
         inc.register()  # its stream frames may come before it answers
     answer: Any
     try:
