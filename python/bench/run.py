@@ -50,10 +50,11 @@ class Budget:
     """How much of each measurement to do."""
 
     def __init__(self, smoke: bool) -> None:
-        self.rtt = 20 if smoke else 3000
+        self.rounds = 2 if smoke else 5
+        self.rtt = 20 if smoke else 5000
         self.warm = 5 if smoke else 300
-        self.pipe_seconds = 0.05 if smoke else 1.0
-        self.bulk = 2 if smoke else 40
+        self.pipe_seconds = 0.1 if smoke else 2.0
+        self.bulk = 2 if smoke else 50
 
 
 def cpu_of(pid: int) -> float:
@@ -84,27 +85,23 @@ class Row:
         """Calls per second with many in flight (default: none: one at a time)."""
         raise NotImplementedError
 
-    def measure(self, b: Budget) -> dict[str, Any]:
-        for _ in range(b.warm):
-            self.call(SMALL)
+    def rtt(self, n: int) -> tuple[list[float], float]:
+        """``n`` round trips of a small message: their latencies, and the CPU
+        seconds both processes spent on them."""
         lat = []
         c0, s0 = time.process_time(), cpu_of(self.server_pid)
-        for _ in range(b.rtt):
+        for _ in range(n):
             t = time.perf_counter()
-            assert len(self.call(SMALL)) == 64
+            self.call(SMALL)
             lat.append(time.perf_counter() - t)
-        cpu = (time.process_time() - c0 + cpu_of(self.server_pid) - s0) / b.rtt
-        try:
-            per_s: float | None = self.pipelined(b.pipe_seconds)
-        except NotImplementedError:
-            per_s = None
-        self.call(BULK)
+        return lat, time.process_time() - c0 + cpu_of(self.server_pid) - s0
+
+    def bulk(self, n: int) -> float:
+        """Seconds for ``n`` 1 MiB echoes."""
         t = time.perf_counter()
-        for _ in range(b.bulk):
+        for _ in range(n):
             assert len(self.call(BULK)) == len(BULK)
-        mbs = b.bulk * len(BULK) / (time.perf_counter() - t) / 1e6
-        return {"name": self.name, "transport": self.transport, "p50_us": percentile(lat, 0.5) * 1e6, "p99_us": percentile(lat, 0.99) * 1e6,
-                "calls_per_s": per_s, "bulk_mb_s": mbs, "cpu_us_per_call": cpu * 1e6}
+        return time.perf_counter() - t
 
 
 def spawn_server(*args: str) -> subprocess.Popen[str]:
@@ -167,7 +164,7 @@ class SocketRow(Row):
 
     def stop(self) -> None:
         self.s.close()
-        self.proc.wait(5)
+        end_server(self.proc)
 
 
 def _pipe_echo(c: MpConnection) -> None:
@@ -210,6 +207,8 @@ class PipeRow(Row):
     def stop(self) -> None:
         self.c.close()
         self.proc.join(5)
+        if self.proc.is_alive():
+            self.proc.kill()
 
 
 class MpConnRow(PipeRow):
@@ -227,7 +226,7 @@ class MpConnRow(PipeRow):
 
     def stop(self) -> None:
         self.c.close()
-        self.sproc.wait(5)
+        end_server(self.sproc)
 
 
 class GrpcRow(Row):
@@ -342,39 +341,32 @@ class HubwireRow(Row):
             return self.sync.call_raw("echo", data)
         return self.loop.run_until_complete(self.conn.call_raw("echo", data))
 
-    def measure(self, b: Budget) -> dict[str, Any]:
+    def rtt(self, n: int) -> tuple[list[float], float]:
         if self.api == "blocking":
-            return super().measure(b)
-        # asyncio: the round-trip loop runs inside the loop, as an asyncio program would.
-        r: dict[str, Any] = {}
+            return super().rtt(n)
 
-        async def rtt() -> None:
-            conn = self.conn
-            for _ in range(b.warm):
-                await conn.call_raw("echo", SMALL)
-            lat = []
+        async def go() -> tuple[list[float], float]:  # as an asyncio program would: inside the loop
+            conn, lat = self.conn, []
             c0, s0 = time.process_time(), cpu_of(self.server_pid)
-            for _ in range(b.rtt):
+            for _ in range(n):
                 t = time.perf_counter()
                 await conn.call_raw("echo", SMALL)
                 lat.append(time.perf_counter() - t)
-            r["cpu"] = (time.process_time() - c0 + cpu_of(self.server_pid) - s0) / b.rtt
-            r["lat"] = lat
+            return lat, time.process_time() - c0 + cpu_of(self.server_pid) - s0
 
-        self.loop.run_until_complete(rtt())
-        per_s = self.pipelined(b.pipe_seconds)
+        return self.loop.run_until_complete(go())
 
-        async def bulk() -> float:
-            await self.conn.call_raw("echo", BULK)
+    def bulk(self, n: int) -> float:
+        if self.api == "blocking":
+            return super().bulk(n)
+
+        async def go() -> float:
             t = time.perf_counter()
-            for _ in range(b.bulk):
-                await self.conn.call_raw("echo", BULK)
-            return b.bulk * len(BULK) / (time.perf_counter() - t) / 1e6
+            for _ in range(n):
+                assert len(await self.conn.call_raw("echo", BULK)) == len(BULK)
+            return time.perf_counter() - t
 
-        mbs = self.loop.run_until_complete(bulk())
-        lat = r["lat"]
-        return {"name": self.name, "transport": self.transport, "p50_us": percentile(lat, 0.5) * 1e6, "p99_us": percentile(lat, 0.99) * 1e6,
-                "calls_per_s": per_s, "bulk_mb_s": mbs, "cpu_us_per_call": r["cpu"] * 1e6}
+        return self.loop.run_until_complete(go())
 
     def pipelined(self, seconds: float) -> float:
         if self.api == "blocking":
@@ -496,15 +488,50 @@ def main() -> None:
     ap.add_argument("--only", help="run only rows whose name contains this")
     args = ap.parse_args()
     budget = Budget(args.smoke)
+    chosen = [r for r in rows() if not args.only or args.only in f"{r.name} {r.transport}"]
+    # Every server runs at once and the measurements go round the rows in
+    # turns, so that a burst of other work on the machine falls on every
+    # row alike rather than on whichever ran then.
+    started: list[Row] = []
+    try:
+        # grpcio's threads make every later fork() warn: start its servers last.
+        for row in sorted(chosen, key=lambda r: isinstance(r, GrpcRow)):
+            row.start()
+            started.append(row)
+            for _ in range(budget.warm):
+                row.call(SMALL)
+            row.call(BULK)
+        acc: dict[int, dict[str, Any]] = {id(r): {"lat": [], "cpu": 0.0, "n": 0, "count": 0.0, "pt": 0.0, "bt": 0.0, "bn": 0} for r in chosen}
+        for _ in range(budget.rounds):
+            for row in chosen:
+                a = acc[id(row)]
+                lat, cpu = row.rtt(budget.rtt // budget.rounds)
+                a["lat"] += lat
+                a["cpu"] += cpu
+                a["n"] += len(lat)
+        for _ in range(budget.rounds):
+            for row in chosen:
+                a = acc[id(row)]
+                try:
+                    rate = row.pipelined(budget.pipe_seconds / budget.rounds)
+                    a["count"] += rate * budget.pipe_seconds / budget.rounds
+                    a["pt"] += budget.pipe_seconds / budget.rounds
+                except NotImplementedError:
+                    pass
+                a["bt"] += row.bulk(max(1, budget.bulk // budget.rounds))
+                a["bn"] += max(1, budget.bulk // budget.rounds)
+    finally:
+        for row in started:
+            try:
+                row.stop()
+            except Exception as e:  # stopping must not hide why we stop
+                print(f"stopping {row.name} {row.transport}: {e!r}", file=sys.stderr)
     results = []
-    for row in rows():
-        if args.only and args.only not in f"{row.name} {row.transport}":
-            continue
-        row.start()
-        try:
-            r = row.measure(budget)
-        finally:
-            row.stop()
+    for row in chosen:
+        a = acc[id(row)]
+        r = {"name": row.name, "transport": row.transport, "p50_us": percentile(a["lat"], 0.5) * 1e6, "p99_us": percentile(a["lat"], 0.99) * 1e6,
+             "calls_per_s": a["count"] / a["pt"] if a["pt"] else None, "bulk_mb_s": a["bn"] * len(BULK) / a["bt"] / 1e6,
+             "cpu_us_per_call": a["cpu"] / a["n"] * 1e6}
         results.append(r)
         print(f"{r['name']:<28} {r['transport']:<6} p50 {r['p50_us']:8.1f} µs  p99 {r['p99_us']:8.1f} µs  "
               f"pipelined {fmt(r['calls_per_s']):>9}/s  1MiB {r['bulk_mb_s']:7.0f} MB/s  cpu {r['cpu_us_per_call']:6.1f} µs/call", flush=True)
