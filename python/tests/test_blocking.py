@@ -76,3 +76,18 @@ def test_leaving_a_stream_early_cancels_it() -> None:
     else:
         raise AssertionError("cancellation never observed")
     conn.close()
+
+
+def test_interrupting_a_waiting_thread_cancels_its_call() -> None:
+    import os
+    import signal
+
+    conn, _pair = testing.blocking_pair(bp.provider(), None, bp.options())
+    timer = threading.Timer(0.1, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        conn.call("sleep", bp.Tagged(token="ki", n=60_000))  # the main thread leads: Ctrl-C lands in the loop
+    timer.join()
+    assert any(conn.call("was_cancelled", "ki") is True for _ in range(1000)), "the handler never saw the CANCEL"
+    assert conn.call("add", [1, 2]) == 3  # the connection goes on
+    conn.close()
