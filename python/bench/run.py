@@ -168,6 +168,9 @@ class SocketRow(Row):
 
 
 def _pipe_echo(c: MpConnection) -> None:
+    from servers import pin
+
+    pin()
     try:
         while True:
             c.send_bytes(c.recv_bytes())
@@ -308,7 +311,7 @@ class HubwireRow(Row):
     def _open(self) -> hubwire.Connection:
         async def go() -> hubwire.Connection:
             if self.transport == "child":
-                return await hubwire.spawn([sys.executable, SERVERS, "hubwire"], name="bench")
+                return await hubwire.spawn([sys.executable, SERVERS, "hubwire"], name="bench", env=dict(os.environ))
             return await hubwire.connect(self.address)
 
         return go  # type: ignore[return-value]
@@ -325,7 +328,10 @@ class HubwireRow(Row):
             self.proc = spawn_server("hubwire", self.address)
             self.server_pid = self.proc.pid
         if self.api == "blocking":
-            self.sync = hwb.spawn([sys.executable, SERVERS, "hubwire"], name="bench") if self.transport == "child" else hwb.connect(self.address)
+            if self.transport == "child":
+                self.sync = hwb.spawn([sys.executable, SERVERS, "hubwire"], name="bench", env=dict(os.environ))
+            else:
+                self.sync = hwb.connect(self.address)
             if self.transport == "child":
                 assert self.sync.child is not None
                 self.server_pid = self.sync.child.process.pid
@@ -486,8 +492,21 @@ def main() -> None:
     ap.add_argument("--readme", action="append", default=[], help="rewrite the results section of this README (may be repeated)")
     ap.add_argument("--json", help="write the results as JSON here")
     ap.add_argument("--only", help="run only rows whose name contains this")
+    ap.add_argument("--no-pin", action="store_true", help="leave CPU placement to the scheduler")
     args = ap.parse_args()
     budget = Budget(args.smoke)
+    pinned = ""
+    if not args.no_pin and hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) >= 2:
+        # The client on one CPU, every server on another, set before any
+        # thread starts: each round trip then crosses CPUs, as between two
+        # busy processes, instead of depending on where the scheduler put
+        # each server (on one CPU a round trip is a context switch, across
+        # two it is a wake-up of the other CPU: on this kind of machine the
+        # same Pipe round trip takes ~14 or ~55 µs).
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[0]})
+        os.environ["HUBWIRE_BENCH_CPU"] = str(cpus[1])
+        pinned = f" Client pinned to CPU {cpus[0]}, every server to CPU {cpus[1]}."
     chosen = [r for r in rows() if not args.only or args.only in f"{r.name} {r.transport}"]
     # Every server runs at once and the measurements go round the rows in
     # turns, so that a burst of other work on the machine falls on every
@@ -538,7 +557,7 @@ def main() -> None:
     for r in results:
         assert r["p50_us"] > 0 and r["bulk_mb_s"] > 0 and r["cpu_us_per_call"] >= 0, r
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    text = f"Machine: {machine()}. Date: {when}.\n\n{table(results)}\n"
+    text = f"Machine: {machine()}. Date: {when}.{pinned}\n\n{table(results)}\n"
     if not args.only:
         text += f"\nTargets of issue 14 (ratios against the baselines of this run):\n\n{targets(results)}\n"
     print()

@@ -116,7 +116,16 @@ def hubwire_server(address: str | None) -> None:
     asyncio.run(serve())
 
 
+def pin() -> None:
+    """Runs on the CPU the bench chose for servers (HUBWIRE_BENCH_CPU), set
+    before any thread starts, so that every thread of the server inherits it."""
+    cpu = os.environ.get("HUBWIRE_BENCH_CPU")
+    if cpu is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {int(cpu)})
+
+
 if __name__ == "__main__":
+    pin()
     kind = sys.argv[1]
     arg = sys.argv[2] if len(sys.argv) > 2 else None
     if kind == "socket":
