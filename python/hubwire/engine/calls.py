@@ -177,6 +177,7 @@ class CallQueue:
         self.size = 0
 
     def push(self, call: OutCall) -> None:
+        """Adds ``call`` at the end of the queue."""
         call.queued = True
         self.calls.append(call)
         self.size += 1
