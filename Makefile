@@ -92,6 +92,7 @@ test-demo: build build-ts ## Run `make run` on a copy of its config (a port the 
 	  grep -q '"text":"6 words in 2 messages"' "$$dir/out.txt" && grep -q 'liftoff' "$$dir/out.txt" \
 	    && grep -q '"text":"rolled 3d6: ' "$$dir/out.txt" && grep -q '"text":"rolled 1d20: ' "$$dir/out.txt" \
 	    && grep -q 'go client: fortune -> fortune about go: ' "$$dir/out.txt" \
+	    && grep -q '"text":"ellohay ubhay"' "$$dir/out.txt" \
 	    && echo "demo: 1 passed, 0 failed" || { cat "$$dir/out.txt"; echo "demo: 0 passed, 1 failed"; rm -rf "$$dir"; exit 1; }; \
 	else cat "$$dir/out.txt"; echo "demo: 0 passed, 1 failed"; rm -rf "$$dir"; exit 1; fi; rm -rf "$$dir"
 

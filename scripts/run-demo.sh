@@ -85,6 +85,8 @@ run hubwire call 8ball '{"question": ""}' || echo "  (exit status $?: the provid
 run hubwire call nope || echo "  (exit status $?: no provider offers 'nope')"
 run hubwire call fortune '{"topic": "go"}'
 run hubwire-go-client
+printf '$ printf ... | hubwire call translate\n'
+printf '{"text": "hello hub"}\n{"text": "Python speaks hubwire"}\n' | hubwire call translate
 
 say "== calls through the HTTP gateway"
 http POST /v1/call/8ball '{"question": "Is HTTP slower?"}'

@@ -1,0 +1,47 @@
+"""Opening a connection (``spec/PROTOCOL.md`` §4): both sides send HELLO at
+once, read the peer's and negotiate the version (the reader does that as
+the first frame arrives); the connection is open when the peer's HELLO was
+good. A handshake that fails for anything but a lost peer is refused with
+GOAWAY and its code, so the peer learns why; one that takes longer than
+the options' ``handshake_timeout`` fails with ``deadline_exceeded``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from ..codes import Code
+from ..errors import HubwireError
+from ..frame import HELLO, header
+from ..hello import encode_hello
+from ..transport import Transport
+from .options import ConnectionOptions
+from .reader import Reader
+from .state import Core
+
+
+async def open_connection(transport: Transport, options: ConnectionOptions, dialer: bool) -> Core:
+    """Opens a connection over ``transport`` as the dialer (odd call ids) or
+    the acceptor (even ids); returns its core once both HELLOs are in."""
+    loop = asyncio.get_running_loop()
+    core = Core(transport, options.hello(), options.service, dialer, loop)
+    reader = Reader(core)
+    core.reader = reader
+    body = encode_hello(core.local)
+    core.writer.write(header(HELLO, 0, 0, 0, len(body)), body)
+    try:
+        transport.attach(loop, reader.on_readable)
+    except OSError as e:
+        core.die(HubwireError(Code.unavailable, f"cannot use the transport: {e}"))
+    try:
+        await asyncio.wait_for(asyncio.shield(core.handshake), options.handshake_timeout)
+    except asyncio.TimeoutError:
+        core.fail_protocol(
+            HubwireError(Code.deadline_exceeded, f"no HELLO from {transport.description} within {options.handshake_timeout} s")
+        )
+        assert core.error is not None
+        raise core.error from None
+    except asyncio.CancelledError:
+        core.die(HubwireError(Code.cancelled, "the handshake was cancelled"))
+        raise
+    return core

@@ -1,0 +1,44 @@
+"""How a connection presents itself and what it serves: :class:`ConnectionOptions`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..frame import VERSION
+from ..hello import DEFAULT_MAX_CALLS, DEFAULT_MAX_FRAME, DEFAULT_WINDOW, Hello, PeerInfo
+
+if TYPE_CHECKING:
+    from .serve import Service
+
+#: The package version, sent in HELLO.
+SDK_VERSION = "0.1.0"
+
+
+@dataclass
+class ConnectionOptions:
+    """Options for opening a connection (``Connection.dial``/``accept``)."""
+
+    #: Our name in the peer's logs and listings.
+    name: str = "python"
+    #: The largest frame body we accept (bytes).
+    max_frame: int = DEFAULT_MAX_FRAME
+    #: Initial credit we grant per stream we receive.
+    window: int = DEFAULT_WINDOW
+    #: Calls we serve at once before answering ``resource_exhausted``.
+    max_calls: int = DEFAULT_MAX_CALLS
+    #: Seconds to wait for the peer's HELLO.
+    handshake_timeout: float = 10.0
+    #: The service whose methods we offer, if any (a ``Provider``).
+    service: Service | None = None
+
+    def hello(self) -> Hello:
+        """Our HELLO. The service's methods are asked for once, here."""
+        return Hello(
+            versions=[VERSION],
+            peer=PeerInfo(self.name, "python", SDK_VERSION),
+            max_frame=self.max_frame,
+            window=max(1, self.window),
+            max_calls=max(1, self.max_calls),
+            methods=self.service.methods() if self.service is not None else [],
+        )

@@ -1,0 +1,60 @@
+"""The transport interface: :class:`Transport` (a byte stream the engine
+reads and writes without blocking) and :class:`Listener` (accepts them)."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+from typing import Callable, Sequence, Union
+
+Buf = Union[bytes, bytearray, memoryview]
+
+
+class Transport(abc.ABC):
+    """A reliable, ordered, bidirectional byte stream, driven by an asyncio loop.
+
+    Reads and writes never block: they raise :class:`BlockingIOError` when
+    nothing can be done now, and the transport calls back when it can.
+    """
+
+    #: Where the transport goes, for logs (``unix:/run/x.sock``, ``tcp:127.0.0.1:7000``, ...).
+    description: str = "transport"
+
+    @abc.abstractmethod
+    def attach(self, loop: asyncio.AbstractEventLoop, on_readable: Callable[[], None]) -> None:
+        """Starts calling ``on_readable()`` on ``loop`` whenever bytes (or the
+        end of stream) can be read."""
+
+    @abc.abstractmethod
+    def recv_into(self, buf: memoryview) -> int:
+        """Reads into ``buf``: the number of bytes read, 0 at end of stream.
+        Raises BlockingIOError when nothing is there yet, OSError on failure."""
+
+    @abc.abstractmethod
+    def send(self, parts: Sequence[Buf]) -> int:
+        """Writes as much of ``parts`` (in order, as one run of bytes) as fits
+        now; returns how many bytes. Raises BlockingIOError when nothing fits,
+        OSError (BrokenPipeError, ...) when the peer is gone."""
+
+    @abc.abstractmethod
+    def when_writable(self, callback: Callable[[], None]) -> None:
+        """Calls ``callback()`` once, on the loop, when a send may make progress."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Ends the stream both ways and releases the transport. Idempotent."""
+
+
+class Listener(abc.ABC):
+    """Accepts connections: each is a :class:`Transport`."""
+
+    #: The address actually listened on (the port the OS chose for ``:0``).
+    address: str = ""
+
+    @abc.abstractmethod
+    async def accept(self) -> Transport:
+        """Waits for the next connection."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Stops listening."""

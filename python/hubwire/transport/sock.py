@@ -1,0 +1,86 @@
+"""The one transport over a socket (Unix, TCP, or a socketpair to a child
+process): a non-blocking socket registered with the loop; reads with
+``recv_into`` (into the reader's buffer, no copy), writes with one
+``sendmsg`` per batch (headers and payloads as separate segments, no copy)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Callable, Sequence
+
+from .base import Buf, Listener, Transport
+
+#: sendmsg takes at most IOV_MAX (1024 on Linux) segments per call.
+_IOV_MAX = 1024
+
+
+class SocketTransport(Transport):
+    """A connected stream socket."""
+
+    def __init__(self, sock: socket.socket, description: str) -> None:
+        sock.setblocking(False)
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.description = description
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._writable: Callable[[], None] | None = None
+        self._closed = False
+
+    def attach(self, loop: asyncio.AbstractEventLoop, on_readable: Callable[[], None]) -> None:
+        self._loop = loop
+        loop.add_reader(self.fd, on_readable)
+
+    def recv_into(self, buf: memoryview) -> int:
+        return self.sock.recv_into(buf)
+
+    def send(self, parts: Sequence[Buf]) -> int:
+        if len(parts) == 1:
+            return self.sock.send(parts[0])
+        return self.sock.sendmsg(parts[:_IOV_MAX])
+
+    def when_writable(self, callback: Callable[[], None]) -> None:
+        assert self._loop is not None, "attach() first"
+        self._writable = callback
+        self._loop.add_writer(self.fd, self._on_writable)
+
+    def _on_writable(self) -> None:
+        if self._loop is not None:
+            self._loop.remove_writer(self.fd)
+        cb, self._writable = self._writable, None
+        if cb is not None:
+            cb()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.remove_reader(self.fd)
+            self._loop.remove_writer(self.fd)
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+
+class SocketListener(Listener):
+    """A listening socket; each accepted connection is a :class:`SocketTransport`."""
+
+    def __init__(self, sock: socket.socket, address: str, label: str, nodelay: bool = False) -> None:
+        sock.setblocking(False)
+        self.sock = sock
+        self.address = address
+        self._label = label
+        self._nodelay = nodelay
+
+    async def accept(self) -> Transport:
+        conn, peer = await asyncio.get_running_loop().sock_accept(self.sock)
+        if self._nodelay:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        who = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else self.address
+        return SocketTransport(conn, f"{self._label}:{who}")
+
+    def close(self) -> None:
+        self.sock.close()

@@ -1,0 +1,136 @@
+"""What only the asyncio API has, or what the behaviour suite does not
+reach: cancelling the calling task, ``asyncio.timeout()``, dropping a
+stream, draining, the peer's ``max_calls``, sync handlers beside the loop,
+the handshake's deadline, and bad bytes from a peer."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import socket
+import tempfile
+
+import behaviour_provider as bp
+import pytest
+
+import hubwire
+from hubwire import Code, ConnectionOptions, HubwireError, testing
+from hubwire.frame import Goaway, decode
+from hubwire.transport import memory
+
+
+async def observed(client: hubwire.Connection, token: str) -> None:
+    for _ in range(1000):
+        if await client.call("was_cancelled", token) is True:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"cancellation of {token} never observed")
+
+
+async def test_cancelling_the_task_cancels_the_call() -> None:
+    async with testing.pair(bp.provider(), server=bp.options()) as c:
+        task = asyncio.ensure_future(c.call("sleep", bp.Tagged(token="t1", n=60_000)))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await observed(c, "t1")
+        assert await c.call("add", [1, 2]) == 3
+
+
+async def test_asyncio_timeout_is_a_deadline() -> None:
+    async with testing.pair(bp.provider(), server=bp.options()) as c:
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.05):
+                await c.call("sleep", bp.Tagged(token="t2", n=60_000))
+        await observed(c, "t2")
+
+
+async def test_leaving_or_dropping_a_stream_cancels_it() -> None:
+    async with testing.pair(bp.provider(), server=bp.options()) as c:
+        async with c.server_stream("slow_stream", bp.Tagged(token="s1", n=5)) as s:
+            async for i in s:
+                if i == 2:
+                    break
+        await observed(c, "s1")
+        s2 = c.server_stream("slow_stream", bp.Tagged(token="s2", n=5))
+        assert await s2.next() == 0
+        del s2
+        gc.collect()
+        await observed(c, "s2")
+
+
+async def test_drain_finishes_calls_in_flight_and_refuses_new_ones() -> None:
+    p = await testing.pair(bp.provider(), server=bp.options()).open()
+    slow = asyncio.ensure_future(p.client.call("delay_echo", [7, 200]))
+    await asyncio.sleep(0.05)
+    drain = asyncio.ensure_future(p.server.drain(5))
+    await asyncio.sleep(0.05)
+    assert p.client.is_draining
+    with pytest.raises(HubwireError) as e:
+        await p.client.call("add", [1, 1])
+    assert e.value.code == Code.unavailable
+    assert await slow == 7
+    await drain
+    assert p.server.is_closed
+    assert (await p.client.closed()).code == Code.unavailable
+
+
+async def test_calls_beyond_the_peers_max_calls_queue_here() -> None:
+    server = ConnectionOptions(name="behaviour", max_calls=2)
+    async with testing.pair(bp.provider(), server=server) as c:
+        assert c.peer.max_calls == 2
+        got = await asyncio.gather(*(c.call("delay_echo", [i, 10]) for i in range(20)))
+        assert got == list(range(20))
+
+
+async def test_a_sync_handler_does_not_block_the_connection() -> None:
+    async with testing.pair(bp.provider(), server=bp.options()) as c:
+        order: list[str] = []
+
+        async def slow() -> None:
+            await c.call("sleep_in_thread", bp.Tagged(token="th", n=300))
+            order.append("thread")
+
+        async def fast() -> None:
+            await asyncio.sleep(0.05)
+            assert await c.call_raw("echo", b"x") == b"x"
+            order.append("echo")
+
+        await asyncio.gather(slow(), fast())
+        assert order == ["echo", "thread"]
+
+
+async def test_no_hello_is_a_handshake_deadline() -> None:
+    a, _b = memory.pair()
+    with pytest.raises(HubwireError) as e:
+        await hubwire.Connection.dial(a, ConnectionOptions(handshake_timeout=0.1))
+    assert e.value.code == Code.deadline_exceeded
+
+
+async def test_bad_bytes_end_that_connection_only() -> None:
+    path = os.path.join(tempfile.mkdtemp(), "p.sock")
+    listener = await hubwire.transport.listen(f"unix:{path}")
+    server = asyncio.ensure_future(bp.provider().serve(listener, bp.options()))
+    try:
+        good = await hubwire.connect(f"unix:{path}")
+        loop = asyncio.get_running_loop()
+        for bad, code in [(b"hello world\n", Code.unsupported_version), (bytes.fromhex("010000010102000001000000"), Code.too_large)]:
+            s = socket.socket(socket.AF_UNIX)
+            s.setblocking(False)
+            await loop.sock_connect(s, path)
+            await loop.sock_sendall(s, bad)
+            got = b""
+            while chunk := await asyncio.wait_for(loop.sock_recv(s, 65536), 10):
+                got += chunk
+            s.close()
+            hello = decode(got)
+            assert hello is not None
+            goaway = decode(got[hello[1]:])
+            assert goaway is not None and isinstance(goaway[0], Goaway)
+            assert goaway[0].code == code
+        assert await good.call("add", [2, 2]) == 4  # the other connection is served on
+        good.close()
+    finally:
+        server.cancel()
