@@ -25,3 +25,14 @@ class Kind(enum.IntEnum):
 
     def __str__(self) -> str:
         return self.name
+
+
+def streams_in(kind: int) -> bool:
+    """``Kind(kind).streams_in`` for a kind as it came off the wire, without
+    making an enum member (the hot path serves one per call)."""
+    return kind >= 2
+
+
+def streams_out(kind: int) -> bool:
+    """``Kind(kind).streams_out`` for a kind as it came off the wire."""
+    return bool(kind & 1)

@@ -35,6 +35,7 @@ from typing import Any, Awaitable, Callable, Iterator, TypeVar, overload
 
 from .codec import Codec, decode_as, encode, is_raw, schema_of
 from .codes import Code
+from .kind import Kind, streams_in, streams_out
 from .context import CallContext
 from .engine.options import ConnectionOptions
 from .engine.serve import Answer, Incoming
@@ -93,9 +94,9 @@ class Method:
         first = hints.get(params[0].name, Any) if params else Any
         ret = hints.get("return", Any)
         if input is None:
-            input = _element(first) if kind >= 2 else first
+            input = _element(first) if Kind(kind).streams_in else first
         if output is None:
-            output = _element(ret) if kind & 1 else ret
+            output = _element(ret) if Kind(kind).streams_out else ret
         self.input = input
         self.output = output
         self.raw_in = is_raw(input)
@@ -106,7 +107,7 @@ class Method:
             self.style = "inline"
         else:
             self.style = "thread"
-        if kind & 1 and not (inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn)):
+        if Kind(kind).streams_out and not (inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn)):
             raise TypeError(f"{name}: a {KIND_NAMES[kind]} handler must be a generator (yield its outputs)")
         summary = doc if doc is not None else (inspect.getdoc(fn) or "").split("\n", 1)[0] or None
         self.info = MethodInfo(name, KIND_NAMES[kind], schema_of(input), schema_of(output), schema_of(errors) if errors is not None else None, summary)
@@ -157,7 +158,7 @@ class Provider:
 
     # ---- Registering ---------------------------------------------------------
 
-    def _register(self, kind: int, fn: Any, name: str | None, input: Any, output: Any, errors: Any, doc: str | None, inline: bool) -> Any:
+    def _register(self, kind: Kind, fn: Any, name: str | None, input: Any, output: Any, errors: Any, doc: str | None, inline: bool) -> Any:
         def add(f: F) -> F:
             n = name or f.__name__
             if not 1 <= len(n.encode("utf-8")) <= 255:
@@ -174,7 +175,7 @@ class Provider:
 
     def unary(self, fn: Any = None, *, name: str | None = None, input: Any = None, output: Any = None, errors: Any = None, doc: str | None = None, inline: bool = False) -> Any:
         """Registers a unary method: ``handler(input[, ctx]) -> output``."""
-        return self._register(0, fn, name, input, output, errors, doc, inline)
+        return self._register(Kind.unary, fn, name, input, output, errors, doc, inline)
 
     @overload
     def server_stream(self, fn: F) -> F: ...
@@ -183,7 +184,7 @@ class Provider:
 
     def server_stream(self, fn: Any = None, *, name: str | None = None, input: Any = None, output: Any = None, errors: Any = None, doc: str | None = None) -> Any:
         """Registers a server-streaming method: a generator ``handler(input[, ctx])`` yielding outputs."""
-        return self._register(1, fn, name, input, output, errors, doc, False)
+        return self._register(Kind.server_stream, fn, name, input, output, errors, doc, False)
 
     @overload
     def client_stream(self, fn: F) -> F: ...
@@ -192,7 +193,7 @@ class Provider:
 
     def client_stream(self, fn: Any = None, *, name: str | None = None, input: Any = None, output: Any = None, errors: Any = None, doc: str | None = None) -> Any:
         """Registers a client-streaming method: ``handler(items[, ctx]) -> output``."""
-        return self._register(2, fn, name, input, output, errors, doc, False)
+        return self._register(Kind.client_stream, fn, name, input, output, errors, doc, False)
 
     @overload
     def bidi(self, fn: F) -> F: ...
@@ -201,7 +202,7 @@ class Provider:
 
     def bidi(self, fn: Any = None, *, name: str | None = None, input: Any = None, output: Any = None, errors: Any = None, doc: str | None = None) -> Any:
         """Registers a bidirectional method: a generator ``handler(items[, ctx])`` yielding outputs."""
-        return self._register(3, fn, name, input, output, errors, doc, False)
+        return self._register(Kind.bidi, fn, name, input, output, errors, doc, False)
 
     # ---- The Service -----------------------------------------------------------
 
@@ -217,14 +218,14 @@ class Provider:
         if m.kind != inc.kind:
             raise HubwireError(Code.invalid_argument, f"method {inc.method!r} is {KIND_NAMES[m.kind]}, called as {KIND_NAMES[inc.kind]}")
         ctx = inc.context
-        if m.kind >= 2:
+        if streams_in(m.kind):
             assert inc.items is not None
             stream: ItemStream[Any] = ItemStream(inc.items, m.input, Code.invalid_argument)
             arg: Any = stream if m.style == "async" else _Items(stream, asyncio.get_running_loop())
         else:
             arg = m.decode_input(inc.codec, inc.input)
         args = (arg, ctx)[: m.nargs]
-        if m.kind & 1:
+        if streams_out(m.kind):
             return self._stream_out(m, inc, args)
         if m.style == "inline":
             try:

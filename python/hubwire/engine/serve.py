@@ -24,6 +24,7 @@ from ..codes import Code
 from ..context import CallContext
 from ..errors import HubwireError
 from ..hello import MethodInfo
+from ..kind import streams_in, streams_out
 from .calls import Inbox, Served
 from .credit import CreditGate
 
@@ -77,9 +78,9 @@ class Incoming:
             return s
         core, call_id = self.core, self.call_id
         s = self.served = Served(call_id, self.context, self.codec)
-        if self.kind >= 2:
+        if streams_in(self.kind):
             s.items = Inbox(core.local.window, lambda n: core.grant(call_id, n))
-        if self.kind & 1:
+        if streams_out(self.kind):
             s.credit = CreditGate(core.peer.window)
         core.served[call_id] = s
         if self.timeout_ms:
