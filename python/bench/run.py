@@ -559,7 +559,7 @@ def main() -> None:
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     text = f"Machine: {machine()}. Date: {when}.{pinned}\n\n{table(results)}\n"
     if not args.only:
-        text += f"\nTargets of issue 14 (ratios against the baselines of this run):\n\n{targets(results)}\n"
+        text += f"\nThe Python SDK's targets (ratios against the baselines of this run):\n\n{targets(results)}\n"
     print()
     print(text)
     if args.json:

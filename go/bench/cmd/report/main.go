@@ -1,6 +1,6 @@
 // Command report runs the study-003 bench (`go test -bench` in go/bench)
-// several times, takes each row's median, checks the targets of the Go
-// SDK's issue as ratios measured in the same run, and prints the results
+// several times, takes each row's median, checks the Go SDK's targets
+// (go/bench/README.md) as ratios measured in the same run, and prints the results
 // as markdown; with -readme it also rewrites the section of README.md
 // between the results markers.
 //
