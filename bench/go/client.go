@@ -18,6 +18,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"hubwire.invalid/bench/grpcbench/grpcecho"
 )
 
 type report struct {
@@ -59,9 +61,9 @@ func client(args []string) error {
 	for i := range data {
 		data[i] = byte(i % 251)
 	}
-	in := &Blob{Data: data}
+	in := &grpcecho.Blob{Data: data}
 	ctx := context.Background()
-	check := func(out *Blob) error {
+	check := func(out *grpcecho.Blob) error {
 		if len(out.Data) != len(data) {
 			return fmt.Errorf("answer of %d bytes to a call of %d", len(out.Data), len(data))
 		}
@@ -74,7 +76,7 @@ func client(args []string) error {
 	if *window == 0 {
 		var call caller
 		if *kind == "stream" {
-			st, err := conn.NewStream(ctx, &echoDesc.Streams[0], "/bench.Echo/Stream")
+			st, err := conn.NewStream(ctx, &grpcecho.Desc.Streams[0], grpcecho.StreamMethod)
 			if err != nil {
 				return err
 			}
@@ -82,7 +84,7 @@ func client(args []string) error {
 				if err := st.SendMsg(in); err != nil {
 					return err
 				}
-				out := new(Blob)
+				out := new(grpcecho.Blob)
 				if err := st.RecvMsg(out); err != nil {
 					return err
 				}
@@ -90,8 +92,8 @@ func client(args []string) error {
 			}
 		} else {
 			call = func() error {
-				out := new(Blob)
-				if err := conn.Invoke(ctx, "/bench.Echo/Unary", in, out); err != nil {
+				out := new(grpcecho.Blob)
+				if err := conn.Invoke(ctx, grpcecho.UnaryMethod, in, out); err != nil {
 					return err
 				}
 				return check(out)
@@ -162,7 +164,7 @@ func sequential(call caller, until time.Time, max int64) ([]int64, error) {
 }
 
 // pipelinedUnary: window goroutines calling until the time is up.
-func pipelinedUnary(ctx context.Context, conn *grpc.ClientConn, in *Blob, check func(*Blob) error, window int, d time.Duration) (int64, time.Duration, error) {
+func pipelinedUnary(ctx context.Context, conn *grpc.ClientConn, in *grpcecho.Blob, check func(*grpcecho.Blob) error, window int, d time.Duration) (int64, time.Duration, error) {
 	var done atomic.Int64
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
@@ -173,8 +175,8 @@ func pipelinedUnary(ctx context.Context, conn *grpc.ClientConn, in *Blob, check 
 		go func() {
 			defer wg.Done()
 			for time.Now().Before(until) {
-				out := new(Blob)
-				err := conn.Invoke(ctx, "/bench.Echo/Unary", in, out)
+				out := new(grpcecho.Blob)
+				err := conn.Invoke(ctx, grpcecho.UnaryMethod, in, out)
 				if err == nil {
 					err = check(out)
 				}
@@ -195,10 +197,10 @@ func pipelinedUnary(ctx context.Context, conn *grpc.ClientConn, in *Blob, check 
 
 // pipelinedStream: one stream; a sender goroutine stays window messages
 // ahead of the answers.
-func pipelinedStream(ctx context.Context, conn *grpc.ClientConn, in *Blob, check func(*Blob) error, window int, d time.Duration) (int64, time.Duration, error) {
+func pipelinedStream(ctx context.Context, conn *grpc.ClientConn, in *grpcecho.Blob, check func(*grpcecho.Blob) error, window int, d time.Duration) (int64, time.Duration, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	st, err := conn.NewStream(ctx, &echoDesc.Streams[0], "/bench.Echo/Stream")
+	st, err := conn.NewStream(ctx, &grpcecho.Desc.Streams[0], grpcecho.StreamMethod)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -223,7 +225,7 @@ func pipelinedStream(ctx context.Context, conn *grpc.ClientConn, in *Blob, check
 	}()
 	var got int64
 	for {
-		out := new(Blob)
+		out := new(grpcecho.Blob)
 		if err := st.RecvMsg(out); err != nil {
 			break // io.EOF once the server has answered everything
 		}

@@ -11,7 +11,7 @@
 // part only), and for one call in flight (-window 0) p50/p99/p999/mean_ns.
 //
 // The service is declared by hand (no .proto, no protoc); its message is
-// Blob { bytes data = 1; }, encoded by the small codec in blob.go.
+// Blob { bytes data = 1; }, encoded by the small codec in grpcecho/.
 package main
 
 import (
@@ -21,6 +21,8 @@ import (
 	"os"
 
 	"google.golang.org/grpc"
+
+	"hubwire.invalid/bench/grpcbench/grpcecho"
 )
 
 func main() {
@@ -63,7 +65,7 @@ func server(args []string) error {
 		return err
 	}
 	s := grpc.NewServer()
-	s.RegisterService(&echoDesc, struct{}{})
+	s.RegisterService(&grpcecho.Desc, struct{}{})
 	fmt.Printf("ready %s\n", l.Addr().String())
 	return s.Serve(l)
 }

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	google.golang.org/grpc v1.85.0
 	hubwire.dev/go v0.0.0
+	hubwire.invalid/bench/grpcbench v0.0.0
 )
 
 require (
@@ -18,3 +19,6 @@ require (
 )
 
 replace hubwire.dev/go => ..
+
+// The gRPC echo service, shared with the Rust suite's grpc-go baseline.
+replace hubwire.invalid/bench/grpcbench => ../../bench/go

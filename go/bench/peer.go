@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	hubwire "hubwire.dev/go"
 	"hubwire.dev/go/transport"
+	"hubwire.invalid/bench/grpcbench/grpcecho"
 )
 
 // The other process of every cross-process row: the bench's test binary
@@ -64,7 +65,7 @@ func RunPeer(kind, addr string) error {
 		fmt.Printf("ready %s\n", l.Addr())
 		go exitWithStdin()
 		s := grpc.NewServer()
-		s.RegisterService(&echoDesc, struct{}{})
+		s.RegisterService(&grpcecho.Desc, struct{}{})
 		return s.Serve(l)
 	case "hubwire-child":
 		defer profile()()

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"hubwire.invalid/bench/grpcbench/grpcecho"
 )
 
 // The study's own variants, written as it describes them: a provider
@@ -88,15 +89,15 @@ func grpcConn(b *testing.B, network string) (*grpc.ClientConn, int) {
 func grpcUnary(b *testing.B, network string) {
 	conn, pid := grpcConn(b, network)
 	ctx := context.Background()
-	in, out := &Blob{Data: msg}, new(Blob)
-	if err := conn.Invoke(ctx, "/study003.Echo/Unary", in, out); err != nil {
+	in, out := &grpcecho.Blob{Data: msg}, new(grpcecho.Blob)
+	if err := conn.Invoke(ctx, grpcecho.UnaryMethod, in, out); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	c := startCPU(pid)
 	b.ResetTimer()
 	for range b.N {
-		if err := conn.Invoke(ctx, "/study003.Echo/Unary", in, out); err != nil || len(out.Data) != len(msg) {
+		if err := conn.Invoke(ctx, grpcecho.UnaryMethod, in, out); err != nil || len(out.Data) != len(msg) {
 			b.Fatal(err)
 		}
 	}
@@ -108,11 +109,11 @@ func grpcStream(b *testing.B, network string) {
 	conn, pid := grpcConn(b, network)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s, err := conn.NewStream(ctx, &echoDesc.Streams[0], "/study003.Echo/Stream")
+	s, err := conn.NewStream(ctx, &grpcecho.Desc.Streams[0], grpcecho.StreamMethod)
 	if err != nil {
 		b.Fatal(err)
 	}
-	in, out := &Blob{Data: msg}, new(Blob)
+	in, out := &grpcecho.Blob{Data: msg}, new(grpcecho.Blob)
 	b.ReportAllocs()
 	c := startCPU(pid)
 	b.ResetTimer()

@@ -1,4 +1,9 @@
-package main
+// Package grpcecho is the echo service every grpc-go baseline of the
+// benchmarks answers with: the Rust suite's grpcbench (bench/go) and the Go
+// SDK's study-003 bench (go/bench). One message, protobuf
+// `message Blob { bytes data = 1; }`, encoded by hand so nothing needs
+// protoc; methods Unary and Stream (each message back as it comes).
+package grpcecho
 
 import (
 	"context"
@@ -16,7 +21,8 @@ type Blob struct {
 }
 
 // blobCodec encodes Blob as its protobuf wire form, replacing the default
-// "proto" codec in this program (which only ever sends Blobs).
+// "proto" codec in a program that imports this package (the benches only
+// ever send Blobs).
 type blobCodec struct{}
 
 func (blobCodec) Name() string { return "proto" }
@@ -57,7 +63,9 @@ func init() { encoding.RegisterCodec(blobCodec{}) }
 // echoService is the (empty) handler type; the handlers need no state.
 type echoService interface{}
 
-var echoDesc = grpc.ServiceDesc{
+// Desc is the echo service: register it with `s.RegisterService(&Desc,
+// struct{}{})`; call UnaryMethod and StreamMethod.
+var Desc = grpc.ServiceDesc{
 	ServiceName: "bench.Echo",
 	HandlerType: (*echoService)(nil),
 	Methods: []grpc.MethodDesc{{
@@ -91,3 +99,9 @@ var echoDesc = grpc.ServiceDesc{
 		},
 	}},
 }
+
+// The full method names a client calls.
+const (
+	UnaryMethod  = "/bench.Echo/Unary"
+	StreamMethod = "/bench.Echo/Stream"
+)
