@@ -70,21 +70,9 @@ impl ConnectionOptions {
         self
     }
 
-    /// Sets how long to wait for the peer's HELLO.
-    pub fn handshake_timeout(mut self, t: Duration) -> ConnectionOptions {
-        self.handshake_timeout = t;
-        self
-    }
-
     /// Offers `service`'s methods on the connection.
     pub fn service(mut self, service: impl Service) -> ConnectionOptions {
         self.service = Some(Arc::new(service));
-        self
-    }
-
-    /// Offers a shared service's methods on the connection.
-    pub fn shared_service(mut self, service: Arc<dyn Service>) -> ConnectionOptions {
-        self.service = Some(service);
         self
     }
 
