@@ -130,7 +130,11 @@ async fn upgrade_loop(tcp: tokio::net::TcpListener, policy: Arc<Policy>, ready: 
                 Ok(Ok(t)) => {
                     let _ = ready.send(Arc::new(t)).await;
                 }
-                Ok(Err(e)) => tracing::info!(client = %format!("ws:{peer}"), "websocket upgrade refused: {e}"),
+                Ok(Err(WsError::Http(resp))) => {
+                    let why = String::from_utf8_lossy(resp.body().as_deref().unwrap_or_default());
+                    tracing::info!(client = %format!("ws:{peer}"), "websocket upgrade refused: {} {why}", resp.status().as_u16())
+                }
+                Ok(Err(e)) => tracing::info!(client = %format!("ws:{peer}"), "websocket upgrade failed: {e}"),
                 Err(_) => tracing::debug!(client = %format!("ws:{peer}"), "websocket upgrade refused: not done within {UPGRADE_TIMEOUT:?}"),
             }
         });
