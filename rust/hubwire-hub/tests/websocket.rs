@@ -1,6 +1,7 @@
 //! The WebSocket listener of a real hub process: calls over it, the
-//! `Origin`, `Host` and subprotocol checks at the upgrade, and a text
-//! message refused with close code 1003 (`spec/PROTOCOL.md` §11.3).
+//! `Origin`, `Host` and subprotocol checks at the upgrade, a text message
+//! (1003) and an oversized one (1009) refused, and SIGTERM draining a
+//! WebSocket client like any other (`spec/PROTOCOL.md` §11.3).
 
 mod common;
 
@@ -14,6 +15,7 @@ use hubwire_hub::websocket;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 const ONE: &str = "[[provider]]\nname = \"test\"\nexec = [\"{provider}\"]\n";
@@ -91,17 +93,17 @@ async fn origin_host_and_subprotocol_are_checked_before_the_upgrade() {
     assert!(e.starts_with("400"), "{e}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_text_message_closes_the_websocket_with_1003_and_nothing_else() {
-    let (_hub, url) = start("").await;
-    let mut req = url.as_str().into_client_request().unwrap();
+/// Sends `msg` on a raw WebSocket to the hub and returns the Close it got.
+async fn closed_after(url: &str, msg: Message) -> CloseFrame {
+    let mut req = url.into_client_request().unwrap();
     req.headers_mut().insert("sec-websocket-protocol", HeaderValue::from_static(websocket::SUBPROTOCOL));
     let (mut ws, resp) = tokio_tungstenite::connect_async(req).await.unwrap();
     assert_eq!(resp.headers().get("sec-websocket-protocol").unwrap(), websocket::SUBPROTOCOL);
-    ws.send(Message::Text("{\"method\": \"echo\"}".into())).await.unwrap();
-    let close = tokio::time::timeout(Duration::from_secs(20), async {
+    // A send may fail once the hub has closed (the oversized message is refused while it arrives).
+    let _ = ws.send(msg).await;
+    tokio::time::timeout(Duration::from_secs(20), async {
         while let Some(m) = ws.next().await {
-            if let Message::Close(frame) = m.unwrap() {
+            if let Ok(Message::Close(frame)) = m {
                 return frame;
             }
         }
@@ -109,10 +111,43 @@ async fn a_text_message_closes_the_websocket_with_1003_and_nothing_else() {
     })
     .await
     .expect("no Close within 20 s")
-    .expect("a Close with a code");
+    .expect("a Close with a code")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_and_oversized_messages_close_the_websocket_and_nothing_else() {
+    let (_hub, url) = start("").await;
+    let close = closed_after(&url, Message::Text("{\"method\": \"echo\"}".into())).await;
     assert_eq!(close.code, CloseCode::Unsupported);
     assert!(close.reason.starts_with("protocol_error"), "{}", close.reason);
+    let close = closed_after(&url, Message::Binary(vec![0u8; websocket::MAX_MESSAGE + 1].into())).await;
+    assert_eq!(close.code, CloseCode::Size, "{}", close.reason);
     // The hub goes on serving other WebSocket clients.
     let c = Connection::dial(websocket::connect(&url).await.unwrap(), &ConnectionOptions::new("after")).await.unwrap();
     assert_eq!(&c.call_raw("echo", Bytes::from_static(b"still here")).await.unwrap()[..], b"still here");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_a_websocket_client_like_any_other() {
+    let (mut hub, url) = start("").await;
+    let c = Connection::dial(websocket::connect(&url).await.unwrap(), &ConnectionOptions::new("ws-client")).await.unwrap();
+    let call = tokio::spawn({
+        let c = c.clone();
+        async move { c.call::<_, String>("sleep", &serde_json::json!({"ms": 1500})).await }
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.call::<_, usize>("live", &()).await.unwrap() != 1 {
+        assert!(Instant::now() < deadline, "the sleep never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let status = tokio::task::spawn_blocking(move || {
+        let s = hub.terminate(Duration::from_secs(30));
+        (s, hub)
+    });
+    // The call in flight finishes; the hub then ends the connection.
+    assert_eq!(call.await.unwrap().unwrap(), "slept 1500 ms");
+    let why = tokio::time::timeout(Duration::from_secs(20), c.closed()).await.expect("the hub did not close the WebSocket");
+    println!("closed: {why}");
+    let (s, _hub) = status.await.unwrap();
+    assert!(s.success(), "the hub exited {s}");
 }
