@@ -399,4 +399,15 @@ mod tests {
         let p = &cfg.providers[0];
         assert_eq!((p.replicas, p.max_in_flight, p.queue, p.crash_limit), (1, 256, 1024, 5));
     }
+
+    #[test]
+    fn a_websocket_listener_alone_will_do_and_the_browser_lists_are_read() {
+        let cfg =
+            parse("[hub]\nwebsocket = \"127.0.0.1:0\"\nallowed_origins = [\"http://localhost:8080\"]\n", Path::new("h.toml")).unwrap();
+        assert_eq!(cfg.hub.websocket.map(|w| w.value).as_deref(), Some("127.0.0.1:0"));
+        assert_eq!(cfg.hub.allowed_origins, ["http://localhost:8080"]);
+        assert!(cfg.hub.allowed_hosts.is_empty(), "empty: the defaults apply");
+        let e = parse("[hub]\nallowed_hosts = [\"a\"]\n", Path::new("h.toml")).unwrap_err();
+        assert!(e.message.contains("websocket"), "{e}");
+    }
 }

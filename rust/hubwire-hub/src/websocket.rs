@@ -73,7 +73,7 @@ impl WebSocketListener {
         let tcp = tokio::net::TcpListener::bind(addr).await?;
         let local = tcp.local_addr()?;
         let (tx, rx) = mpsc::channel(READY_QUEUE);
-        let upgrading = tokio::spawn(upgrade_loop(tcp, Arc::new(policy), tx));
+        let upgrading = tokio::spawn(upgrade_loop(tcp, local, Arc::new(policy), tx));
         Ok(WebSocketListener { local, ready: Mutex::new(rx), upgrading })
     }
 
@@ -107,9 +107,8 @@ impl Listener for WebSocketListener {
 /// [`MAX_UPGRADING`] at once, each within [`UPGRADE_TIMEOUT`]. This is the
 /// one place a WebSocket connection enters the hub before the hub's own
 /// accept loop takes it as a [`Transport`].
-async fn upgrade_loop(tcp: tokio::net::TcpListener, policy: Arc<Policy>, ready: mpsc::Sender<DynTransport>) {
+async fn upgrade_loop(tcp: tokio::net::TcpListener, listen: SocketAddr, policy: Arc<Policy>, ready: mpsc::Sender<DynTransport>) {
     let permits = Arc::new(Semaphore::new(MAX_UPGRADING));
-    let listen = tcp.local_addr().ok();
     let mut upgrading = JoinSet::new();
     loop {
         let Ok(permit) = permits.clone().acquire_owned().await else { return };
@@ -118,12 +117,12 @@ async fn upgrade_loop(tcp: tokio::net::TcpListener, policy: Arc<Policy>, ready: 
             Ok(x) => x,
             Err(e) => {
                 // Out of descriptors, usually: wait instead of spinning.
-                tracing::warn!(listen = ?listen, "websocket accept failed: {e}");
+                tracing::warn!(listen = %format!("ws:{listen}"), "accept failed: {e}");
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
         };
-        let (policy, ready, listen) = (policy.clone(), ready.clone(), listen.unwrap_or(peer));
+        let (policy, ready) = (policy.clone(), ready.clone());
         upgrading.spawn(async move {
             let _permit = permit;
             match tokio::time::timeout(UPGRADE_TIMEOUT, upgrade(stream, peer, listen, &policy)).await {
