@@ -194,9 +194,17 @@ pub async fn connect(url: &str) -> io::Result<WebSocketTransport> {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let mut req = url.into_client_request().map_err(io::Error::other)?;
     req.headers_mut().insert(header::SEC_WEBSOCKET_PROTOCOL, HeaderValue::from_static(SUBPROTOCOL));
-    let (ws, _) = tokio_tungstenite::connect_async_with_config(req, Some(ws_config()), true)
-        .await
-        .map_err(|e| io::Error::new(io::ErrorKind::ConnectionRefused, format!("connect to {url}: {e}")))?;
+    let (ws, _) = tokio_tungstenite::connect_async_with_config(req, Some(ws_config()), true).await.map_err(|e| match e {
+        WsError::Io(e) => io::Error::new(e.kind(), format!("connect to {url}: {e}")),
+        WsError::Http(resp) => {
+            let why = String::from_utf8_lossy(resp.body().as_deref().unwrap_or_default()).into_owned();
+            io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("connect to {url}: refused with HTTP {}: {why}", resp.status().as_u16()),
+            )
+        }
+        e => io::Error::other(format!("connect to {url}: {e}")),
+    })?;
     Ok(WebSocketTransport::start(ws, url.to_string()))
 }
 
