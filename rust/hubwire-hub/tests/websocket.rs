@@ -1,6 +1,7 @@
 //! The WebSocket listener of a real hub process: calls over it, the
 //! `Origin`, `Host` and subprotocol checks at the upgrade, a text message
-//! (1003) and an oversized one (1009) refused, and SIGTERM draining a
+//! (1003) and an oversized one (1009) refused, a silent connection closed
+//! after the upgrade timeout, and SIGTERM draining a
 //! WebSocket client like any other (`spec/PROTOCOL.md` §11.3).
 
 mod common;
@@ -150,4 +151,19 @@ async fn sigterm_drains_a_websocket_client_like_any_other() {
     println!("closed: {why}");
     let (s, _hub) = status.await.unwrap();
     assert!(s.success(), "the hub exited {s}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_never_asks_to_upgrade_is_closed() {
+    use tokio::io::AsyncReadExt;
+    let (_hub, url) = start("").await;
+    let addr = url.trim_start_matches("ws://").trim_end_matches('/');
+    let mut silent = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut buf = [0u8; 64];
+    let within = websocket::UPGRADE_TIMEOUT + Duration::from_secs(20);
+    let read = tokio::time::timeout(within, silent.read(&mut buf)).await.expect("still open long after the upgrade timeout");
+    assert!(matches!(read, Ok(0) | Err(_)), "the hub closed it without a word: {read:?}");
+    // The listener still upgrades others.
+    let c = Connection::dial(websocket::connect(&url).await.unwrap(), &ConnectionOptions::new("next")).await.unwrap();
+    assert_eq!(&c.call_raw("echo", Bytes::from_static(b"next")).await.unwrap()[..], b"next");
 }
