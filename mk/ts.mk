@@ -1,5 +1,6 @@
 # The TypeScript SDK (ts/): npm dependencies, build, tests (node --test on
-# the built JS, including a real headless Chromium), and the conformance
+# the built JS, including a real headless Chromium and, over a WebSocket,
+# the real hub), and the conformance
 # suite with the TS testee as client and as provider.
 
 TS_DIR := ts
@@ -9,7 +10,7 @@ TS_TESTEE := node $(CURDIR)/$(TS_DIR)/dist/conformance/testee.js
 
 .PHONY: deps-ts build-ts test-ts conformance-ts
 
-deps-ts: ## Install the TypeScript SDK's npm packages (npm ci) and Chromium for its browser test
+deps-ts: ## Install the TypeScript SDK's npm packages (npm ci; ws for the WebSocket tests on Node 20) and Chromium for its browser tests
 	@if [ ! -x "$(CHROMIUM)" ]; then \
 	  echo "== installing Debian's chromium (for the browser test)"; \
 	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
@@ -21,9 +22,11 @@ deps-ts: ## Install the TypeScript SDK's npm packages (npm ci) and Chromium for 
 build-ts: deps-ts ## Build the TypeScript SDK (tsc: strict, type tests included) into ts/dist
 	cd $(TS_DIR) && npx tsc -p tsconfig.json
 
-test-ts: build-ts ## Test the TypeScript SDK: vectors, behaviour on every transport, typed API, headless Chromium
+test-ts: build-ts ## Test the TypeScript SDK: vectors, behaviour on every transport, typed API, headless Chromium, WebSocket to a real hub
+	@# The WebSocket tests run the real hub and its Rust test provider.
+	cd $(RUST_DIR) && $(CARGO) build -p hubwire-hub $(LOCKED)
 	@cd $(TS_DIR) && log=dist/test-results.tap; \
-	status=0; CHROMIUM=$(CHROMIUM) node --test --test-concurrency=1 \
+	status=0; CHROMIUM=$(CHROMIUM) HUBWIRE_BIN=$(BIN) node --test --test-concurrency=1 \
 	  --test-reporter=spec --test-reporter-destination=stdout \
 	  --test-reporter=tap --test-reporter-destination=$$log dist/test/*.test.js || status=$$?; \
 	passed=$$(awk '/^# pass /{print $$3}' $$log); failed=$$(awk '/^# fail /{print $$3}' $$log); \

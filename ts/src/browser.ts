@@ -19,5 +19,6 @@ export type { Transport, TransportSink, Listener, OnTransport } from "./transpor
 export * as memory from "./transport/memory.js";
 export * as messageport from "./transport/messageport.js";
 export * as sharedmemory from "./transport/sharedmemory.js";
+export * as websocket from "./transport/websocket.js";
 /** Test support: `testing.pair(service, options?)`, a service and a client over the in-memory transport. */
 export * as testing from "./testing.js";

@@ -8,54 +8,12 @@
  */
 
 import assert from "node:assert/strict";
-import { readFile } from "node:fs/promises";
-import { createServer, type Server } from "node:http";
-import { extname, join, normalize } from "node:path";
+import type { Server } from "node:http";
 import { after, before, describe, it } from "node:test";
-import { fileURLToPath } from "node:url";
 import { chromium, type Browser } from "playwright-core";
+import { serve } from "./static.js";
 
-const ROOT = fileURLToPath(new URL("../../", import.meta.url)); // ts/
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
-const TYPES: Record<string, string> = { ".html": "text/html", ".js": "text/javascript", ".map": "application/json" };
-
-/**
- * Serves ts/ read-only. Bare imports are rewritten the way a bundler or an
- * import map would (import maps do not reach into workers): `hubwire` to
- * the browser entry, `msgpackr` to its ES module.
- */
-function serve(): Promise<{ server: Server; url: string }> {
-  const server = createServer(async (req, res) => {
-    const path = normalize(decodeURIComponent(new URL(req.url ?? "/", "http://x").pathname));
-    const file = join(ROOT, path === "/" ? "test/browser/index.html" : path);
-    if (!file.startsWith(ROOT)) return void res.writeHead(403).end();
-    try {
-      let body: string | Buffer = await readFile(file);
-      if (extname(file) === ".js") {
-        body = body
-          .toString("utf8")
-          .replace(/from "hubwire"/g, 'from "/dist/src/browser.js"')
-          .replace(/from "msgpackr"/g, 'from "/node_modules/msgpackr/index.js"');
-      }
-      res
-        .writeHead(200, {
-          "content-type": TYPES[extname(file)] ?? "application/octet-stream",
-          // Cross-origin isolation, so the page may use SharedArrayBuffer.
-          "cross-origin-opener-policy": "same-origin",
-          "cross-origin-embedder-policy": "require-corp",
-        })
-        .end(body);
-    } catch {
-      res.writeHead(404).end();
-    }
-  });
-  return new Promise((resolve) =>
-    server.listen(0, "127.0.0.1", () => {
-      const a = server.address() as { port: number };
-      resolve({ server, url: `http://127.0.0.1:${a.port}/` });
-    }),
-  );
-}
 
 type Result = { name: string; ok: boolean; error?: string };
 
@@ -65,7 +23,7 @@ describe("browser: page ⇄ Web Worker over a MessagePort and over shared memory
   let results: Result[] = [];
 
   before(async () => {
-    const s = await serve();
+    const s = await serve("test/browser/index.html");
     server = s.server;
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--headless", "--no-sandbox"] });
     const page = await browser.newPage();

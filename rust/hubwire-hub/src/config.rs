@@ -62,6 +62,15 @@ pub struct HubSection {
     pub low_latency: bool,
     /// How long SIGTERM waits for calls in flight.
     pub drain_timeout: Duration,
+    /// TCP address of the WebSocket listener (hubwire protocol, for browsers).
+    pub websocket: Option<Located<String>>,
+    /// Browser origins allowed on the HTTP gateway and the WebSocket
+    /// listener (`scheme://host[:port]`); a request without `Origin` is
+    /// always allowed.
+    pub allowed_origins: Vec<String>,
+    /// `Host` values the HTTP gateway and the WebSocket listener accept;
+    /// empty = `localhost`, `127.0.0.1`, `[::1]` and the listen address.
+    pub allowed_hosts: Vec<String>,
 }
 
 /// A value and the line it was written on (for errors found later, such
@@ -140,6 +149,9 @@ struct HubToml {
     http: Option<Spanned<String>>,
     wait: Option<Spanned<String>>,
     drain_timeout: Option<Spanned<String>>,
+    websocket: Option<Spanned<String>>,
+    allowed_origins: Option<Vec<String>>,
+    allowed_hosts: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -194,8 +206,8 @@ pub fn parse(text: &str, path: &Path) -> Result<HubConfig, ConfigError> {
         }
         providers.push(pc);
     }
-    if hub.unix.is_none() && hub.tcp.is_none() && hub.http.is_none() {
-        return Err(p.err(None, "[hub] has no listener: set at least one of unix, tcp or http".into()));
+    if hub.unix.is_none() && hub.tcp.is_none() && hub.http.is_none() && hub.websocket.is_none() {
+        return Err(p.err(None, "[hub] has no listener: set at least one of unix, tcp, http or websocket".into()));
     }
     Ok(HubConfig { file: path.to_path_buf(), hub, providers })
 }
@@ -267,6 +279,9 @@ impl Parser<'_> {
             http: h.http.map(located),
             low_latency,
             drain_timeout: self.duration(h.drain_timeout, "drain_timeout", Duration::from_secs(10))?,
+            websocket: h.websocket.map(located),
+            allowed_origins: h.allowed_origins.unwrap_or_default(),
+            allowed_hosts: h.allowed_hosts.unwrap_or_default(),
         })
     }
 
@@ -383,5 +398,16 @@ mod tests {
         assert_eq!(argv(1), ["b"], "a bare name is left for PATH");
         let p = &cfg.providers[0];
         assert_eq!((p.replicas, p.max_in_flight, p.queue, p.crash_limit), (1, 256, 1024, 5));
+    }
+
+    #[test]
+    fn a_websocket_listener_alone_will_do_and_the_browser_lists_are_read() {
+        let cfg =
+            parse("[hub]\nwebsocket = \"127.0.0.1:0\"\nallowed_origins = [\"http://localhost:8080\"]\n", Path::new("h.toml")).unwrap();
+        assert_eq!(cfg.hub.websocket.map(|w| w.value).as_deref(), Some("127.0.0.1:0"));
+        assert_eq!(cfg.hub.allowed_origins, ["http://localhost:8080"]);
+        assert!(cfg.hub.allowed_hosts.is_empty(), "empty: the defaults apply");
+        let e = parse("[hub]\nallowed_hosts = [\"a\"]\n", Path::new("h.toml")).unwrap_err();
+        assert!(e.message.contains("websocket"), "{e}");
     }
 }

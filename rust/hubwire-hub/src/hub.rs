@@ -25,6 +25,7 @@ use crate::config::{ConfigError, HubConfig, Located};
 use crate::registry::Registry;
 use crate::route::HubService;
 use crate::status::{self, METHODS_METHOD, STATUS_METHOD};
+use crate::websocket::{self, WebSocketListener};
 
 /// The client connections the hub serves, so that shutdown can drain them.
 #[derive(Default)]
@@ -65,6 +66,7 @@ pub struct Bound {
     unix: Option<unix::UnixListener>,
     tcp: Option<tcp::TcpListener>,
     http: Option<tokio::net::TcpListener>,
+    websocket: Option<WebSocketListener>,
 }
 
 fn in_use(file: &HubConfig, what: &str, at: &Located<String>, e: std::io::Error) -> ConfigError {
@@ -100,7 +102,14 @@ pub async fn bind(cfg: &HubConfig) -> Result<Bound, ConfigError> {
         None => None,
         Some(at) => Some(tokio::net::TcpListener::bind(at.value.as_str()).await.map_err(|e| in_use(cfg, "http", at, e))?),
     };
-    Ok(Bound { unix, tcp, http })
+    let websocket = match &h.websocket {
+        None => None,
+        Some(at) => {
+            let policy = websocket::Policy { allowed_origins: h.allowed_origins.clone(), allowed_hosts: h.allowed_hosts.clone() };
+            Some(WebSocketListener::bind(at.value.as_str(), policy).await.map_err(|e| in_use(cfg, "websocket", at, e))?)
+        }
+    };
+    Ok(Bound { unix, tcp, http, websocket })
 }
 
 /// The service the hub offers its clients: its own methods, and every
@@ -133,12 +142,11 @@ pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
 
     let clients = Arc::new(Clients::default());
     let mut accepting = JoinSet::new();
-    let Bound { unix, tcp, http } = bound;
-    if let Some(l) = unix {
-        accepting.spawn(accept_loop(Box::new(l), clients.clone(), serving.clone()));
-    }
-    if let Some(l) = tcp {
-        accepting.spawn(accept_loop(Box::new(l), clients.clone(), serving.clone()));
+    let Bound { unix, tcp, http, websocket } = bound;
+    let listeners: [Option<Box<dyn Listener>>; 3] =
+        [unix.map(|l| Box::new(l) as _), tcp.map(|l| Box::new(l) as _), websocket.map(|l| Box::new(l) as _)];
+    for l in listeners.into_iter().flatten() {
+        accepting.spawn(accept_loop(l, clients.clone(), serving.clone()));
     }
     if let Some(l) = http {
         // The gateway is one more client, over an in-memory connection.

@@ -11,6 +11,8 @@
 //! | [`route`] | one call: admit within the limit, pick the least-loaded ready replica, forward |
 //! | [`hub`] | the daemon: listeners, client connections, orderly shutdown on SIGTERM |
 //! | [`gateway`] | the HTTP/JSON gateway |
+//! | [`websocket`] | the WebSocket listener, for browsers (its pump: `websocket_pump`) |
+//! | [`http_guard`] | the `Origin` and `Host` checks for browsers |
 //! | [`status`] | `hubwire status` and `hubwire list` data, served as the hub's own methods |
 //! | [`metrics`] | per-replica counters and latency histograms |
 //! | [`prometheus`] | `GET /metrics` |
@@ -25,6 +27,7 @@ pub mod cli;
 pub mod config;
 pub mod gateway;
 mod group;
+pub mod http_guard;
 pub mod hub;
 pub mod logs;
 pub mod metrics;
@@ -33,3 +36,5 @@ pub mod registry;
 pub mod route;
 pub mod status;
 pub mod supervise;
+pub mod websocket;
+mod websocket_pump;
