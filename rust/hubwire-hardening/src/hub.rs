@@ -24,6 +24,9 @@ pub struct Launch {
     pub umask_zero: bool,
     /// Mode of the config file (0o644 unless set).
     pub config_mode: Option<u32>,
+    /// Write the config to `real.toml` and give the hub `hubwire.toml`, a
+    /// symlink to it.
+    pub config_symlink: bool,
 }
 
 /// A running hub, killed (SIGKILL) when dropped if still running.
@@ -43,9 +46,13 @@ impl HubProc {
     pub fn start(hub: &Path, dir: &Path, config: &str, launch: &Launch) -> Result<HubProc, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let file = dir.join("hubwire.toml");
-        std::fs::write(&file, config).map_err(|e| format!("{}: {e}", file.display()))?;
+        let real = if launch.config_symlink { dir.join("real.toml") } else { file.clone() };
+        std::fs::write(&real, config).map_err(|e| format!("{}: {e}", real.display()))?;
         let mode = launch.config_mode.unwrap_or(0o644);
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).map_err(|e| e.to_string())?;
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(mode)).map_err(|e| e.to_string())?;
+        if launch.config_symlink {
+            std::os::unix::fs::symlink(&real, &file).map_err(|e| e.to_string())?;
+        }
         let log = std::fs::File::create(dir.join("hub.log")).map_err(|e| e.to_string())?;
         let mut cmd = Command::new(hub);
         cmd.arg("hub").arg("--config").arg(&file).stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);

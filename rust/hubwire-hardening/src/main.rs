@@ -134,13 +134,13 @@ async fn run(args: &Args, scratch: &std::path::Path) -> usize {
 
 /// Runs one case and judges it, the background clients included.
 async fn run_case(ctx: &mut Ctx, background: &Background, case: &cases::Case, strict_latency: bool) -> Line {
-    let before = ctx.probe.watch(ctx.main.pid());
+    ctx.probe.watch(ctx.main.pid());
     let since = Instant::now();
     let outcome = match tokio::time::timeout(CASE_LIMIT, (case.run)(ctx)).await {
         Ok(o) => o,
         Err(_) => Err(format!("did not finish within {CASE_LIMIT:?}")),
     };
-    let (peak, after) = (ctx.probe.peak(), ctx.probe.last());
+    let (before, peak, after) = (ctx.probe.base(), ctx.probe.peak(), ctx.probe.last());
     let report = background.report(since);
     let took = since.elapsed();
     let mut line =

@@ -31,12 +31,13 @@ pub struct Probe {
     pid: Arc<AtomicU32>,
     peak: Arc<Mutex<Reading>>,
     last: Arc<Mutex<Reading>>,
+    base: Arc<Mutex<Reading>>,
 }
 
 impl Probe {
     /// Starts sampling `pid`.
     pub fn start(pid: u32) -> Probe {
-        let probe = Probe { pid: Arc::new(AtomicU32::new(pid)), peak: Arc::default(), last: Arc::default() };
+        let probe = Probe { pid: Arc::new(AtomicU32::new(pid)), peak: Arc::default(), last: Arc::default(), base: Arc::default() };
         let p = probe.clone();
         std::thread::spawn(move || {
             // Lives as long as the suite: one thread, 50 reads a second.
@@ -59,7 +60,14 @@ impl Probe {
         let now = read(pid).unwrap_or_default();
         *self.peak.lock().unwrap() = now;
         *self.last.lock().unwrap() = now;
+        *self.base.lock().unwrap() = now;
         now
+    }
+
+    /// The reading taken by the last [`Probe::watch`]: a case's "before",
+    /// of whichever hub it ended up watching.
+    pub fn base(&self) -> Reading {
+        *self.base.lock().unwrap()
     }
 
     /// The pid watched now.

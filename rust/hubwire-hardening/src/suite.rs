@@ -144,7 +144,7 @@ exec = ["{tp}", "--prefix", "{esc}"]
 }
 
 fn start_main(bin: &Path, scratch: &Path) -> Result<HubProc, String> {
-    let launch = Launch { env: vec![(HUB_SECRET_VAR.into(), HUB_SECRET.into())], umask_zero: true, config_mode: None };
+    let launch = Launch { env: vec![(HUB_SECRET_VAR.into(), HUB_SECRET.into())], umask_zero: true, ..Launch::default() };
     HubProc::start(&bin.join("hubwire"), &scratch.join("main"), &main_config(bin), &launch)
 }
 

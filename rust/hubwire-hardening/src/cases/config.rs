@@ -34,6 +34,17 @@ pub async fn world_writable(ctx: &Ctx) -> Outcome {
     }
 }
 
+/// The config given as a symlink to the real file. Expected: refused by
+/// default (whoever can change the link chooses what the hub runs), like a
+/// config writable by others; `--allow-insecure-config` loads it anyway.
+pub async fn symlink(ctx: &Ctx) -> Outcome {
+    let launch = Launch { config_symlink: true, ..Launch::default() };
+    match crate::hub::HubProc::start(&ctx.hub_bin(), &ctx.dir("symlink"), "[hub]\nunix = \"hub.sock\"\n", &launch) {
+        Err(why) => Ok(format!("refused: {why}")),
+        Ok(_) => Err("the hub loaded a config through a symlink".into()),
+    }
+}
+
 /// `tcp = "0.0.0.0:0"` with neither TLS nor a token. Expected: refused
 /// unless `allow_insecure = true`. (The config has no provider, and a hub
 /// that does start is killed at once: nothing is served to the network.)

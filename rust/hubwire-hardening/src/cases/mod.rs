@@ -56,6 +56,7 @@ cases! {
     "setsid-grandchild" => providers::setsid_grandchild,
     "config-unix-at-regular-file" => config::unix_at_regular_file,
     "config-world-writable" => config::world_writable,
+    "config-symlink" => config::symlink,
     "config-public-without-auth" => config::public_without_auth,
     "http-cross-origin-post" => web::cross_origin_post,
     "http-bad-host" => web::bad_host,
