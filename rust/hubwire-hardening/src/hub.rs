@@ -56,7 +56,8 @@ impl HubProc {
         let log = std::fs::File::create(dir.join("hub.log")).map_err(|e| e.to_string())?;
         let mut cmd = Command::new(hub);
         cmd.arg("hub").arg("--config").arg(&file).stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
-        cmd.env("RUST_LOG", "info").env("NO_COLOR", "1");
+        // Our caller's token or hub address must not change what is tested.
+        cmd.env("RUST_LOG", "info").env("NO_COLOR", "1").env_remove("HUBWIRE_TOKEN").env_remove("HUBWIRE_HUB");
         for (k, v) in &launch.env {
             cmd.env(k, v);
         }

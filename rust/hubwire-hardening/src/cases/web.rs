@@ -40,10 +40,15 @@ pub async fn bad_host(ctx: &Ctx) -> Outcome {
     }
 }
 
-/// A gateway of its own with `http_header_timeout = "2s"`.
+/// A gateway of its own with `http_header_timeout` and `http_body_timeout`
+/// of 2 s, in front of the test provider (so that a call's body must be
+/// read whole before the call can start).
 async fn gateway(ctx: &Ctx, name: &str) -> Result<(HubProc, String), String> {
-    let config = "[hub]\nhttp = \"127.0.0.1:0\"\nhttp_header_timeout = \"2s\"\nhttp_body_timeout = \"2s\"\n";
-    let hub = ctx.own_hub(name, config, &Launch::default())?;
+    let config = format!(
+        "[hub]\nhttp = \"127.0.0.1:0\"\nhttp_header_timeout = \"2s\"\nhttp_body_timeout = \"2s\"\n\n[[provider]]\nname = \"t\"\nexec = [\"{}\"]\n",
+        ctx.test_provider()
+    );
+    let hub = ctx.own_hub(name, &config, &Launch::default())?;
     let addr = hub.listening("HTTP gateway").ok_or("no HTTP gateway in the log")?;
     Ok((hub, addr))
 }
@@ -66,8 +71,7 @@ pub async fn slow_headers(ctx: &Ctx) -> Outcome {
 /// closed (or answered 408) within 2 s + 3 s margin.
 pub async fn slow_body(ctx: &Ctx) -> Outcome {
     let (_hub, addr) = gateway(ctx, "slowbody").await?;
-    let head =
-        "POST /v1/call/hubwire.methods HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n";
+    let head = "POST /v1/call/echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n";
     trickle_all(&addr, head.into(), &"1".repeat(1000)).await
 }
 
