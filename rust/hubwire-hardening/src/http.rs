@@ -43,3 +43,24 @@ fn parse(bytes: &[u8]) -> Result<Answer, String> {
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
     Ok(Answer { status, body })
 }
+
+/// Sends `head` (request line and headers, no blank line) and reads only
+/// the answer's status line and headers, within 3 s: for requests whose
+/// answer keeps the connection open (a WebSocket upgrade).
+pub async fn status_of(addr: &str, head: &str) -> Result<u16, String> {
+    let go = async {
+        let mut s = TcpStream::connect(addr).await.map_err(|e| format!("connect {addr}: {e}"))?;
+        s.write_all(format!("{head}\r\n\r\n").as_bytes()).await.map_err(|e| format!("write: {e}"))?;
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") && got.len() < 65536 {
+            let n = s.read(&mut chunk).await.map_err(|e| format!("read: {e}"))?;
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&chunk[..n]);
+        }
+        parse(&got).map(|a| a.status)
+    };
+    tokio::time::timeout(Duration::from_secs(3), go).await.map_err(|_| "no answer within 3 s".to_string())?
+}

@@ -15,6 +15,7 @@ mod flood;
 mod local;
 mod peers;
 mod providers;
+mod remote;
 mod web;
 
 /// A case's body.
@@ -63,6 +64,8 @@ cases! {
     "http-slow-headers" => web::slow_headers,
     "http-slow-body" => web::slow_body,
     "http-status-private" => web::status_private,
+    "token-required" => remote::token_required,
+    "websocket-origin" => remote::websocket_origin,
     "escapes-in-names" => local::escapes_in_names,
     "provider-env" => local::provider_env,
     "unix-socket-mode" => local::unix_socket_mode,
