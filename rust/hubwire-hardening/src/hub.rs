@@ -25,8 +25,8 @@ pub struct Launch {
     /// Mode of the config file (0o644 unless set).
     pub config_mode: Option<u32>,
     /// Write the config to `real.toml` and give the hub `hubwire.toml`, a
-    /// symlink to it.
-    pub config_symlink: bool,
+    /// symlink to it owned by this uid (changing it needs root).
+    pub config_symlink: Option<u32>,
 }
 
 /// A running hub, killed (SIGKILL) when dropped if still running.
@@ -46,12 +46,13 @@ impl HubProc {
     pub fn start(hub: &Path, dir: &Path, config: &str, launch: &Launch) -> Result<HubProc, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let file = dir.join("hubwire.toml");
-        let real = if launch.config_symlink { dir.join("real.toml") } else { file.clone() };
+        let real = if launch.config_symlink.is_some() { dir.join("real.toml") } else { file.clone() };
         std::fs::write(&real, config).map_err(|e| format!("{}: {e}", real.display()))?;
         let mode = launch.config_mode.unwrap_or(0o644);
         std::fs::set_permissions(&real, std::fs::Permissions::from_mode(mode)).map_err(|e| e.to_string())?;
-        if launch.config_symlink {
+        if let Some(uid) = launch.config_symlink {
             std::os::unix::fs::symlink(&real, &file).map_err(|e| e.to_string())?;
+            std::os::unix::fs::lchown(&file, Some(uid), Some(uid)).map_err(|e| format!("lchown: {e}"))?;
         }
         let log = std::fs::File::create(dir.join("hub.log")).map_err(|e| e.to_string())?;
         let mut cmd = Command::new(hub);

@@ -10,10 +10,12 @@
 //! count and time. `docs/security.md` explains the cases and the figures.
 //!
 //! ```text
-//! hubwire-hardening [--bin DIR] [--case NAME]... [--strict-latency] [--list]
+//! hubwire-hardening [--bin DIR] [--hub FILE] [--case NAME]... [--strict-latency] [--list]
 //! ```
 //! `--bin`: where `hubwire`, `hubwire-test-provider` and
-//! `hubwire-misbehave` are (default: next to this program). `--case`: run
+//! `hubwire-misbehave` are (default: next to this program). `--hub`: the
+//! `hubwire` binary to put to the test instead of the one in `--bin` (a
+//! candidate build of another branch). `--case`: run
 //! only the cases whose name contains NAME. `--strict-latency`: a
 //! background p99 over 5 ms fails the case instead of being flagged.
 
@@ -36,6 +38,7 @@ const CASE_LIMIT: Duration = Duration::from_secs(120);
 
 struct Args {
     bin: PathBuf,
+    hub: Option<PathBuf>,
     only: Vec<String>,
     strict_latency: bool,
     list: bool,
@@ -43,11 +46,12 @@ struct Args {
 
 fn args() -> Result<Args, String> {
     let here = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut a = Args { bin: here.parent().unwrap_or(&here).to_path_buf(), only: vec![], strict_latency: false, list: false };
+    let mut a = Args { bin: here.parent().unwrap_or(&here).to_path_buf(), hub: None, only: vec![], strict_latency: false, list: false };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--bin" => a.bin = it.next().ok_or("--bin needs a directory")?.into(),
+            "--hub" => a.hub = Some(it.next().ok_or("--hub needs a file")?.into()),
             "--case" => a.only.push(it.next().ok_or("--case needs a name")?),
             "--strict-latency" => a.strict_latency = true,
             "--list" => a.list = true,
@@ -83,7 +87,7 @@ fn main() {
 /// Runs the selected cases; returns how many failed.
 async fn run(args: &Args, scratch: &std::path::Path) -> usize {
     let started = Instant::now();
-    let mut ctx = match Ctx::new(args.bin.clone(), scratch.to_path_buf()) {
+    let mut ctx = match Ctx::new(args.bin.clone(), args.hub.clone(), scratch.to_path_buf()) {
         Ok(c) => c,
         Err(e) => {
             println!("the main hub did not start: {e}");

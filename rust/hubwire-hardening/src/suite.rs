@@ -22,8 +22,10 @@ pub const RSS_TARGET_KIB: u64 = 100 * 1024;
 
 /// Everything a case may use.
 pub struct Ctx {
-    /// Where `hubwire`, `hubwire-test-provider` and `hubwire-misbehave` are.
+    /// Where `hubwire-test-provider` and `hubwire-misbehave` are.
     pub bin: PathBuf,
+    /// The `hubwire` binary under test.
+    pub hub: PathBuf,
     /// The run's scratch directory (removed at the end).
     pub scratch: PathBuf,
     /// The main hub, shared by most cases, with the background clients on it.
@@ -52,17 +54,18 @@ pub const ESCAPE_PREFIX: &str = "\u{1b}[2J\u{1b}]0;pwned\u{7}\u{1b}[31mred.";
 
 impl Ctx {
     /// Starts the main hub in `scratch/main`.
-    pub fn new(bin: PathBuf, scratch: PathBuf) -> Result<Ctx, String> {
-        let main = start_main(&bin, &scratch)?;
+    pub fn new(bin: PathBuf, hub: Option<PathBuf>, scratch: PathBuf) -> Result<Ctx, String> {
+        let hub = hub.unwrap_or_else(|| bin.join("hubwire"));
+        let main = start_main(&bin, &hub, &scratch)?;
         let tcp = main.listening("accepting clients listen=tcp:").ok_or("the main hub logged no tcp listener")?;
         let http = main.listening("HTTP gateway").ok_or("the main hub logged no HTTP gateway")?;
         let probe = Probe::start(main.pid());
-        Ok(Ctx { bin, scratch, main, tcp, http, probe, seq: AtomicUsize::new(0) })
+        Ok(Ctx { bin, hub, scratch, main, tcp, http, probe, seq: AtomicUsize::new(0) })
     }
 
     /// Restarts the main hub after it died (same directory, same socket).
     pub fn restart_main(&mut self) -> Result<(), String> {
-        self.main = start_main(&self.bin, &self.scratch)?;
+        self.main = start_main(&self.bin, &self.hub, &self.scratch)?;
         self.tcp = self.main.listening("accepting clients listen=tcp:").unwrap_or_default();
         self.http = self.main.listening("HTTP gateway").unwrap_or_default();
         Ok(())
@@ -70,7 +73,7 @@ impl Ctx {
 
     /// The `hubwire` binary.
     pub fn hub_bin(&self) -> PathBuf {
-        self.bin.join("hubwire")
+        self.hub.clone()
     }
 
     /// The well-behaved test provider.
@@ -143,9 +146,9 @@ exec = ["{tp}", "--prefix", "{esc}"]
     )
 }
 
-fn start_main(bin: &Path, scratch: &Path) -> Result<HubProc, String> {
+fn start_main(bin: &Path, hub: &Path, scratch: &Path) -> Result<HubProc, String> {
     let launch = Launch { env: vec![(HUB_SECRET_VAR.into(), HUB_SECRET.into())], umask_zero: true, ..Launch::default() };
-    HubProc::start(&bin.join("hubwire"), &scratch.join("main"), &main_config(bin), &launch)
+    HubProc::start(hub, &scratch.join("main"), &main_config(bin), &launch)
 }
 
 /// One printed line's figures.
