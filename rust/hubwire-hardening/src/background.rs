@@ -77,10 +77,7 @@ impl Background {
                 }
             }
         }
-        ok.sort();
-        if !ok.is_empty() {
-            report.p99 = ok[((ok.len() * 99).div_ceil(100)).saturating_sub(1)];
-        }
+        report.p99 = p99(ok);
         report
     }
 
@@ -91,6 +88,13 @@ impl Background {
             let _ = t.join();
         }
     }
+}
+
+/// The 99th percentile (nearest rank) of `latencies`; zero when empty.
+fn p99(mut latencies: Vec<Duration>) -> Duration {
+    latencies.sort();
+    let rank = (latencies.len() * 99).div_ceil(100);
+    latencies.get(rank.saturating_sub(1)).copied().unwrap_or_default()
 }
 
 /// One client: dials, calls every `PERIOD` until told to stop, redials
@@ -133,4 +137,22 @@ async fn dial(socket: &PathBuf) -> Result<Connection, String> {
 
 fn record(samples: &Mutex<Vec<Sample>>, started: Instant, error: Option<String>) {
     samples.lock().unwrap().push(Sample { at: started, latency: started.elapsed(), error });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn p99_is_the_nearest_rank() {
+        let ms = |v: u64| Duration::from_millis(v);
+        assert_eq!(p99(vec![]), Duration::ZERO);
+        assert_eq!(p99(vec![ms(3)]), ms(3));
+        // 100 samples 1..=100 ms: the 99th is 99 ms, not the maximum.
+        assert_eq!(p99((1..=100).rev().map(ms).collect()), ms(99));
+        // 1000 samples with 11 slow ones: the slow tail shows.
+        let mut v: Vec<Duration> = (0..989).map(|_| ms(1)).collect();
+        v.extend((0..11).map(|_| ms(500)));
+        assert_eq!(p99(v), ms(500));
+    }
 }

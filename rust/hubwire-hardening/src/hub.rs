@@ -213,3 +213,14 @@ pub fn clip(s: &str, n: usize) -> String {
         format!("{}...", escaped.chars().take(n).collect::<String>())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clip_escapes_control_characters_and_cuts() {
+        assert_eq!(clip("a\u{1b}[2Jb", 100), "a\\u{1b}[2Jb");
+        assert_eq!(clip("abcdef", 3), "abc...");
+    }
+}

@@ -114,7 +114,7 @@ async fn run(args: &Args, scratch: &std::path::Path) -> usize {
         } else {
             failed += 1
         }
-        suite_peak = suite_peak.max(probe::read(ctx.main.pid()).map_or(0, |_| hwm_kib(ctx.main.pid())));
+        suite_peak = suite_peak.max(hwm_kib(ctx.main.pid()));
     }
     background.stop();
     // The memory target, over the whole run: the main hub's VmHWM.

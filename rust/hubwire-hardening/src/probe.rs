@@ -93,3 +93,18 @@ impl Probe {
         read(self.pid()).unwrap_or_else(|| *self.last.lock().unwrap())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_live_process_and_not_a_gone_one() {
+        let me = read(std::process::id()).expect("our own /proc entry");
+        assert!(me.rss_kib > 0 && me.fds >= 3, "{me:?}");
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert_eq!(read(pid), None);
+    }
+}

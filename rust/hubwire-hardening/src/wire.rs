@@ -134,3 +134,23 @@ pub fn header(body_len: u32, version: u8, frame_type: u8, flags: u8, codec: u8, 
     h[8..12].copy_from_slice(&call_id.to_le_bytes());
     h
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_crafted_header_is_what_the_decoder_reads() {
+        // A REQUEST announcing 100 body bytes: a 112-byte frame, read from
+        // the header alone; one byte short of a header is not yet a frame.
+        let h = header(100, 1, 0x02, 0, 0, 1);
+        let d = Decoder::new(DEFAULT_MAX_FRAME);
+        assert_eq!(d.check(&h[..11]).unwrap(), None);
+        assert_eq!(d.check(&h).unwrap(), Some(112));
+        // Version byte 2 on a HELLO is unsupported_version.
+        assert_eq!(d.check(&header(0, 2, 0x01, 0, 0, 0)).unwrap_err().code, Code::UnsupportedVersion);
+        // The same header announcing more than max_frame is refused as too_large.
+        let big = header(DEFAULT_MAX_FRAME + 1, 1, 0x02, 0, 0, 1);
+        assert_eq!(d.check(&big).unwrap_err().code, Code::TooLarge);
+    }
+}
