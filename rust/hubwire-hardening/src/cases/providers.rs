@@ -260,17 +260,19 @@ pub async fn setsid_grandchild(ctx: &Ctx) -> Outcome {
     let conn = hub.connect().await?;
     let pid = within(Duration::from_secs(5), "m.setsid", conn.call::<(), u32>("m.setsid", &())).await?;
     drop(conn);
-    hub.stop(Duration::from_secs(10)).ok_or("the hub did not exit within 10 s of SIGTERM")?;
+    let stopped = hub.stop(Duration::from_secs(10)).is_some();
     let deadline = Instant::now() + Duration::from_secs(5);
-    while alive(pid) {
-        if Instant::now() > deadline {
-            // SAFETY: the grandchild we asked for; clean up after the case.
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-            return Err(format!("the setsid grandchild (pid {pid}) outlived the hub by 5 s"));
-        }
+    while alive(pid) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    Ok("the grandchild ended with the hub".into())
+    let outlived = alive(pid);
+    // SAFETY: the grandchild we asked for; whatever the verdict, it goes.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    match (stopped, outlived) {
+        (false, _) => Err("the hub did not exit within 10 s of SIGTERM".into()),
+        (true, true) => Err(format!("the setsid grandchild (pid {pid}) outlived the hub by 5 s")),
+        (true, false) => Ok("the grandchild ended with the hub".into()),
+    }
 }
 
 /// Whether a process exists and is not a zombie.
