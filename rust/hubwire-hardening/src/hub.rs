@@ -102,7 +102,11 @@ impl HubProc {
         let log = self.log();
         let why = log.lines().find(|l| l.contains("error")).map(str::to_string).unwrap_or_else(|| last_line(&log));
         // The scratch path says nothing; the file name and line do.
-        let why = why.replace(&format!("{}/", self.dir.display()), "");
+        let mut why = why.replace(&format!("{}/", self.dir.display()), "");
+        // "unknown field `x`, expected one of ...": the field is the news.
+        if let Some(at) = why.find(", expected one of") {
+            why.truncate(at);
+        }
         if status.code() == Some(2) {
             format!("hub refused config: {}", clip(&why, 160))
         } else {
