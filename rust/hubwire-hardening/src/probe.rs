@@ -42,11 +42,16 @@ impl Probe {
         std::thread::spawn(move || {
             // Lives as long as the suite: one thread, 50 reads a second.
             loop {
-                if let Some(r) = read(p.pid.load(Ordering::Relaxed)) {
-                    *p.last.lock().unwrap() = r;
+                let pid = p.pid.load(Ordering::Relaxed);
+                if let Some(r) = read(pid) {
                     let mut peak = p.peak.lock().unwrap();
-                    peak.rss_kib = peak.rss_kib.max(r.rss_kib);
-                    peak.fds = peak.fds.max(r.fds);
+                    // A reading of the process watched before a `watch`
+                    // that happened meanwhile belongs to no window.
+                    if p.pid.load(Ordering::Relaxed) == pid {
+                        *p.last.lock().unwrap() = r;
+                        peak.rss_kib = peak.rss_kib.max(r.rss_kib);
+                        peak.fds = peak.fds.max(r.fds);
+                    }
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -56,9 +61,12 @@ impl Probe {
 
     /// Watches `pid` from now on, with the peak reset to its reading now.
     pub fn watch(&self, pid: u32) -> Reading {
+        // The pid first, then the reset under the lock the sampler holds
+        // while it records: no reading of the old process survives it.
         self.pid.store(pid, Ordering::Relaxed);
         let now = read(pid).unwrap_or_default();
-        *self.peak.lock().unwrap() = now;
+        let mut peak = self.peak.lock().unwrap();
+        *peak = now;
         *self.last.lock().unwrap() = now;
         *self.base.lock().unwrap() = now;
         now
