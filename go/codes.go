@@ -23,6 +23,7 @@ const (
 	CodeProtocolError      = frame.ProtocolError
 	CodeUnsupportedVersion = frame.UnsupportedVersion
 	CodeInternal           = frame.Internal
+	CodeUnauthenticated    = frame.Unauthenticated
 )
 
 // Kind is the kind of a call; StreamsIn and StreamsOut say which way it

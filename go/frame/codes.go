@@ -6,7 +6,7 @@ import "fmt"
 // RESPONSE and GOAWAY frames. The value is the byte.
 type Code uint8
 
-// The status codes, in wire order. Values 13–255 are reserved; in protocol
+// The status codes, in wire order. Values 14–255 are reserved; in protocol
 // version 1 a RESPONSE or GOAWAY carrying one is a protocol error.
 const (
 	OK                 Code = 0  // the call succeeded
@@ -22,6 +22,7 @@ const (
 	ProtocolError      Code = 10 // malformed or unexpected frame, bad handshake
 	UnsupportedVersion Code = 11 // no common protocol version, or a frame of another version
 	Internal           Code = 12 // the implementation failed on the caller's side
+	Unauthenticated    Code = 13 // the peer did not prove who it is (token, uid, certificate)
 )
 
 // codeNames is spec/errors.md's name column, indexed by value.
@@ -29,6 +30,7 @@ var codeNames = [...]string{
 	"ok", "failure", "defect", "unknown_method", "invalid_argument",
 	"deadline_exceeded", "cancelled", "unavailable", "resource_exhausted",
 	"too_large", "protocol_error", "unsupported_version", "internal",
+	"unauthenticated",
 }
 
 // NumCodes is how many codes protocol version 1 defines (0 to NumCodes-1).

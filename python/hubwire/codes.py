@@ -9,7 +9,7 @@ import enum
 
 
 class Code(enum.IntEnum):
-    """A hubwire status code (``spec/errors.md``); values 13-255 are reserved."""
+    """A hubwire status code (``spec/errors.md``); values 14-255 are reserved."""
 
     ok = 0
     failure = 1
@@ -24,13 +24,14 @@ class Code(enum.IntEnum):
     protocol_error = 10
     unsupported_version = 11
     internal = 12
+    unauthenticated = 13
 
     def __str__(self) -> str:
         return self.name
 
 
 #: The highest value defined in protocol version 1; anything above is reserved.
-MAX_CODE = 12
+MAX_CODE = 13
 
 
 def code_of(value: int) -> Code | None:

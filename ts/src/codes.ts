@@ -18,6 +18,7 @@ export const CODES = {
   protocol_error: 10,
   unsupported_version: 11,
   internal: 12,
+  unauthenticated: 13,
 } as const;
 
 /** A status code's name, as spelled in APIs, logs and vectors. */

@@ -33,11 +33,14 @@ pub enum Code {
     UnsupportedVersion = 11,
     /// The hubwire implementation itself failed on the caller's side.
     Internal = 12,
+    /// The peer did not prove who it is (a missing or wrong token, a uid
+    /// or certificate not allowed).
+    Unauthenticated = 13,
 }
 
 impl Code {
     /// Every code, in wire order.
-    pub const ALL: [Code; 13] = [
+    pub const ALL: [Code; 14] = [
         Code::Ok,
         Code::Failure,
         Code::Defect,
@@ -51,9 +54,10 @@ impl Code {
         Code::ProtocolError,
         Code::UnsupportedVersion,
         Code::Internal,
+        Code::Unauthenticated,
     ];
 
-    /// The code for a wire byte, or `None` for a reserved value (13–255).
+    /// The code for a wire byte, or `None` for a reserved value (14–255).
     pub fn from_u8(b: u8) -> Option<Code> {
         Code::ALL.get(b as usize).copied()
     }
@@ -74,6 +78,7 @@ impl Code {
             Code::ProtocolError => "protocol_error",
             Code::UnsupportedVersion => "unsupported_version",
             Code::Internal => "internal",
+            Code::Unauthenticated => "unauthenticated",
         }
     }
 

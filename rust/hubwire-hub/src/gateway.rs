@@ -124,6 +124,7 @@ pub fn http_status(code: Code) -> u16 {
         Code::ResourceExhausted => 429,
         Code::TooLarge => 413,
         Code::ProtocolError | Code::UnsupportedVersion => 502,
+        Code::Unauthenticated => 401,
     }
 }
 
