@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -151,6 +152,11 @@ func TestCodecVectors(t *testing.T) {
 			BytesHex   string `json:"bytes_hex"`
 			MsgpackHex string `json:"msgpack_hex"`
 		} `json:"bin"`
+		JSONNumbers []struct {
+			Name   string `json:"name"`
+			JSON   string `json:"json"`
+			F64Hex string `json:"f64_hex"`
+		} `json:"json_numbers"`
 	}
 	if err := json.Unmarshal(text, &file); err != nil || len(file.Cases) < 30 {
 		t.Fatalf("codecs.json: %v (%d cases)", err, len(file.Cases))
@@ -188,6 +194,17 @@ func TestCodecVectors(t *testing.T) {
 			var got []byte
 			if err := decodeValue(Payload{Codec: CodecMsgpack, Bytes: mp}, &got); err != nil || !bytes.Equal(got, b) {
 				t.Errorf("decode: %x (%v)", got, err)
+			}
+		})
+	}
+	for _, c := range file.JSONNumbers {
+		t.Run("json_numbers/"+c.Name, func(t *testing.T) {
+			var f float64
+			if err := decodeValue(Payload{Codec: CodecJSON, Bytes: []byte(c.JSON)}, &f); err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprintf("%016x", math.Float64bits(f)); got != c.F64Hex {
+				t.Errorf("%s decodes to bits %s, want %s", c.JSON, got, c.F64Hex)
 			}
 		})
 	}

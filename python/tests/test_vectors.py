@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +154,12 @@ def test_codec_bin(case: dict[str, Any]) -> None:
     assert encode(data, Codec.msgpack).hex() == case["msgpack_hex"]
     assert decode(bytes.fromhex(case["msgpack_hex"]), Codec.msgpack, bytes) == data
     assert msgspec.msgpack.decode(bytes.fromhex(case["msgpack_hex"])) == data
+
+
+@pytest.mark.parametrize("case", cases("codecs.json", "json_numbers"))
+def test_codec_json_number(case: dict[str, Any]) -> None:
+    value = decode(case["json"].encode(), Codec.json, float)
+    assert struct.pack(">d", value).hex() == case["f64_hex"]
 
 
 @pytest.mark.parametrize("case", cases("reject.json"))

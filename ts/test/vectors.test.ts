@@ -126,6 +126,13 @@ describe("vectors: codecs.json", () => {
       assert.equal(hex(decodeMsgpack(unhex(c.msgpack_hex)) as Uint8Array), c.bytes_hex);
     });
   }
+  for (const c of file.json_numbers) {
+    it(`json_numbers/${c.name}`, () => {
+      const bits = new DataView(new ArrayBuffer(8));
+      bits.setFloat64(0, decodeJson(new TextEncoder().encode(c.json)) as number);
+      assert.equal(hex(new Uint8Array(bits.buffer)), c.f64_hex);
+    });
+  }
 });
 
 describe("vectors: reject.json", () => {

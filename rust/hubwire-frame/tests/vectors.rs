@@ -454,6 +454,17 @@ fn check_codec_case(case: &Value) -> Result<(), String> {
     Ok(())
 }
 
+fn check_json_number(case: &Value) -> Result<(), String> {
+    let text = case["json"].as_str().ok_or("json is not a string")?;
+    let want = u64::from_be_bytes(unhex(&case["f64_hex"]).try_into().map_err(|_| "f64_hex is not 8 bytes")?);
+    let parsed: Value = serde_json::from_str(text).map_err(|e| format!("json decode: {e}"))?;
+    let got = parsed.as_f64().ok_or_else(|| format!("{text} decodes to {parsed}, not a float"))?.to_bits();
+    if got != want {
+        return Err(format!("{text} decodes to bits {got:016x}, want {want:016x}"));
+    }
+    Ok(())
+}
+
 fn check_bin_case(case: &Value) -> Result<(), String> {
     let bytes = unhex(&case["bytes_hex"]);
     let msgpack = unhex(&case["msgpack_hex"]);
@@ -473,5 +484,6 @@ fn codecs() {
     let doc = load("codecs.json");
     let mut failures = run_cases("codecs.json cases", cases(&doc, "cases"), check_codec_case);
     failures.extend(run_cases("codecs.json bin", cases(&doc, "bin"), check_bin_case));
+    failures.extend(run_cases("codecs.json json_numbers", cases(&doc, "json_numbers"), check_json_number));
     assert_none_failed(failures);
 }
