@@ -196,16 +196,31 @@ fn payload(input: &[u8]) -> u64 {
     sig(words)
 }
 
-/// The outermost JSON type of a value, and whether it holds containers.
+/// Which JSON types a value holds (a bit each) and how deep it nests (up
+/// to 8): enough to tell a flat map from a list of maps of floats.
 fn shape(v: &Value) -> u64 {
-    match v {
-        Value::Null => 0,
-        Value::Bool(_) => 1,
-        Value::Number(n) => 2 + u64::from(n.is_f64()),
-        Value::String(_) => 4,
-        Value::Array(a) => 5 + 8 * u64::from(a.iter().any(|x| x.is_array() || x.is_object())),
-        Value::Object(o) => 6 + 8 * u64::from(o.values().any(|x| x.is_array() || x.is_object())),
+    fn walk(v: &Value, depth: u64, types: &mut u64, deepest: &mut u64) {
+        *deepest = (*deepest).max(depth.min(8));
+        *types |= match v {
+            Value::Null => 1,
+            Value::Bool(_) => 2,
+            Value::Number(n) if n.is_f64() => 4,
+            Value::Number(n) if n.is_i64() => 8,
+            Value::Number(_) => 16,
+            Value::String(_) => 32,
+            Value::Array(a) => {
+                a.iter().for_each(|x| walk(x, depth + 1, types, deepest));
+                64
+            }
+            Value::Object(o) => {
+                o.values().for_each(|x| walk(x, depth + 1, types, deepest));
+                128
+            }
+        };
     }
+    let (mut types, mut deepest) = (0, 0);
+    walk(v, 0, &mut types, &mut deepest);
+    types | deepest << 8
 }
 
 #[cfg(test)]
