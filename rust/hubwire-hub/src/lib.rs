@@ -32,6 +32,7 @@ pub mod hub;
 pub mod logs;
 pub mod metrics;
 pub mod prometheus;
+pub mod queue;
 pub mod registry;
 pub mod route;
 pub mod status;
