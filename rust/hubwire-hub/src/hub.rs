@@ -143,10 +143,10 @@ pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
     let mut signals = Signals::install()?;
     let reg = Arc::new(Registry::new(&cfg.providers, cfg.hub.limits.log_line_max));
     let wait = if cfg.hub.low_latency { WaitMode::low_latency() } else { WaitMode::Efficient };
-    let upstream = ConnectionOptions::new(cfg.hub.name.clone()).wait(wait);
-    let supervisors = crate::supervise::start(&reg, &upstream);
     let limits = &cfg.hub.limits;
-    let serving = ConnectionOptions::new(cfg.hub.name.clone()).wait(wait);
+    let upstream = ConnectionOptions::new(cfg.hub.name.clone()).wait(wait).write_queue(limits.write_queue, limits.write_stall_timeout);
+    let supervisors = crate::supervise::start(&reg, &upstream);
+    let serving = upstream.clone();
     let clients = Arc::new(Clients::new(hub_service(&reg, &cfg.hub.name, limits)));
     let mut accepting = JoinSet::new();
     let Bound { unix, tcp, http, websocket } = bound;

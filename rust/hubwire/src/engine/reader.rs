@@ -2,6 +2,15 @@
 //! parses every complete frame, routes each to its call (a REQUEST to the
 //! serving seam), and waits for more the way the connection's
 //! [`WaitMode`] says.
+//!
+//! Two bounds on memory live here. A frame is read into the buffer as its
+//! bytes arrive: a header announcing a large body reserves at most as much
+//! again as is already buffered, never the announced size, so a peer that
+//! sends a header and stops costs what it sent. And while our write queue
+//! is over its cap (the peer is not reading what we send), a new call or
+//! PING from the peer is held, and nothing more is read, until the queue
+//! drains; if it stays over the cap for `write_stall_timeout`, the
+//! connection is closed with GOAWAY `resource_exhausted`.
 
 use std::future::poll_fn;
 use std::io;
@@ -22,11 +31,13 @@ use crate::errors::Error;
 /// Bytes asked of the transport per read.
 pub(crate) const READ_CHUNK: usize = 64 * 1024;
 
-/// Makes room in `buf` for the next read: at least a chunk, and the whole
-/// of a frame whose header is already buffered.
+/// Makes room in `buf` for the next read: at least 4 KiB; for a frame
+/// whose header is buffered, up to the rest of it but no more than is
+/// buffered already (so the buffer at most doubles per step, and a frame
+/// that never arrives costs no more than twice what did).
 pub(crate) fn reserve(decoder: &Decoder, buf: &mut BytesMut) {
     let want = match decoder.check(buf) {
-        Ok(Some(n)) if n > buf.len() => (n - buf.len()).max(4096),
+        Ok(Some(n)) if n > buf.len() => (n - buf.len()).min(buf.len().max(READ_CHUNK)).max(4096),
         _ => 4096,
     };
     if buf.capacity() - buf.len() < want {
@@ -35,17 +46,44 @@ pub(crate) fn reserve(decoder: &Decoder, buf: &mut BytesMut) {
 }
 
 /// Runs until the connection dies. `service` serves the peer's calls.
-pub(crate) async fn run(core: Arc<Core>, service: Option<Arc<dyn Service>>, wait: WaitMode, mut buf: BytesMut, decoder: Decoder) {
+pub(crate) async fn run(
+    core: Arc<Core>,
+    service: Option<Arc<dyn Service>>,
+    wait: WaitMode,
+    stall: Duration,
+    mut buf: BytesMut,
+    decoder: Decoder,
+) {
     let mut spinner = Spinner::new(wait);
     let mut delivered = false;
+    let mut held: Option<Frame> = None;
     let reason: Result<String, FrameError> = loop {
+        if let Some(frame) = held.take() {
+            // Our queue was over its cap: the peer's new call waits here,
+            // and the peer's writes stop at its full socket.
+            if tokio::time::timeout(stall, core.writer.ready()).await.is_err() {
+                break Err(FrameError::new(
+                    Code::ResourceExhausted,
+                    format!("the peer has not read our last frames for {stall:?} (write queue over its cap)"),
+                ));
+            }
+            match dispatch(&core, service.as_ref(), frame) {
+                Ok(woke) => delivered |= woke,
+                Err(e) => break Err(e),
+            }
+        }
         // Answers produced while the frames of one read are dispatched
         // (handlers that finish at once) leave in one write.
         core.writer.cork();
         let batch = dispatch_all(&core, service.as_ref(), &decoder, &mut buf, &mut delivered);
         core.writer.uncork();
-        if let Err(e) = batch {
-            break Err(e);
+        match batch {
+            Err(e) => break Err(e),
+            Ok(Some(frame)) => {
+                held = Some(frame);
+                continue;
+            }
+            Ok(None) => {}
         }
         if core.is_closed() {
             return;
@@ -68,18 +106,23 @@ pub(crate) async fn run(core: Arc<Core>, service: Option<Arc<dyn Service>>, wait
     }
 }
 
-/// Dispatches every complete frame in `buf`.
+/// Dispatches every complete frame in `buf`, up to a REQUEST or PING
+/// that arrives while the write queue is over its cap: that one is
+/// returned, to be dispatched once the queue drains.
 fn dispatch_all(
     core: &Arc<Core>,
     service: Option<&Arc<dyn Service>>,
     decoder: &Decoder,
     buf: &mut BytesMut,
     delivered: &mut bool,
-) -> Result<(), FrameError> {
+) -> Result<Option<Frame>, FrameError> {
     while let Some(frame) = decoder.decode(buf)? {
+        if matches!(frame, Frame::Request { .. } | Frame::Ping { .. }) && core.writer.over_cap() {
+            return Ok(Some(frame));
+        }
         *delivered |= dispatch(core, service, frame)?;
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Our side found the peer's bytes bad: GOAWAY with the error, then close
