@@ -95,6 +95,10 @@ pub struct HubLimits {
     /// Longest provider stdout/stderr line kept; the rest is discarded as
     /// it is read (`log_line_max`).
     pub log_line_max: usize,
+    /// Items of one stream the hub lets a peer send ahead, per hop
+    /// (`window`, in the hub's HELLO): with items of up to `S` bytes, a
+    /// stream pins at most `window × S` of the hub's memory per hop.
+    pub window: u32,
 }
 
 impl Default for HubLimits {
@@ -107,6 +111,7 @@ impl Default for HubLimits {
             client_queue_bytes: 16 << 20,
             default_deadline: Some(Duration::from_secs(300)),
             log_line_max: 4 << 10,
+            window: 8,
         }
     }
 }
@@ -206,6 +211,7 @@ struct HubToml {
     client_queue_bytes: Option<Spanned<String>>,
     default_deadline: Option<Spanned<String>>,
     log_line_max: Option<Spanned<String>>,
+    window: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -345,6 +351,7 @@ impl Parser<'_> {
             client_queue_bytes: self.size(h.client_queue_bytes.take(), "client_queue_bytes", 0..=1 << 40, d.client_queue_bytes)?,
             default_deadline: self.optional(h.default_deadline.take(), "default_deadline", d.default_deadline)?,
             log_line_max: self.size(h.log_line_max.take(), "log_line_max", 80..=1 << 20, d.log_line_max)?,
+            window: self.count(h.window.take(), "window", 1..=65_536, d.window as usize)? as u32,
         })
     }
 

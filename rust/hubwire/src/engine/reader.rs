@@ -31,17 +31,29 @@ use crate::errors::Error;
 /// Bytes asked of the transport per read.
 pub(crate) const READ_CHUNK: usize = 64 * 1024;
 
-/// Makes room in `buf` for the next read: at least 4 KiB; for a frame
-/// whose header is buffered, up to the rest of it but no more than is
-/// buffered already (so the buffer at most doubles per step, and a frame
-/// that never arrives costs no more than twice what did).
+/// Makes room in `buf` for the next read. A frame larger than a read
+/// chunk whose header is buffered grows the buffer by doubling what has
+/// arrived, to exactly its end and no further: its payload, split off
+/// later, then pins its own size and not a doubled allocation, and a
+/// frame that never arrives costs no more than twice what did. Otherwise
+/// at least 4 KiB is free, a chunk when more is needed.
 pub(crate) fn reserve(decoder: &Decoder, buf: &mut BytesMut) {
+    let (len, spare) = (buf.len(), buf.capacity() - buf.len());
     let want = match decoder.check(buf) {
-        Ok(Some(n)) if n > buf.len() => (n - buf.len()).min(buf.len().max(READ_CHUNK)).max(4096),
-        _ => 4096,
+        Ok(Some(n)) if n > len => n - len,
+        _ => 0,
     };
-    if buf.capacity() - buf.len() < want {
-        buf.reserve(want.max(READ_CHUNK));
+    if want > spare && len + want > READ_CHUNK {
+        let target = (len + want).min((len * 2).max(READ_CHUNK));
+        if target > len + spare {
+            let mut grown = BytesMut::with_capacity(target);
+            grown.extend_from_slice(buf);
+            *buf = grown;
+        }
+        return;
+    }
+    if spare < 4096 || want > spare {
+        buf.reserve(READ_CHUNK);
     }
 }
 
@@ -295,4 +307,48 @@ fn on_goaway(core: &Arc<Core>, last_id: u32, code: Code, message: String) -> Res
         call.finish(Err(Error::unavailable("peer is draining (GOAWAY) and never saw this call; safe to retry")));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A REQUEST header (`spec/PROTOCOL.md` §3) announcing `body` bytes.
+    fn header(body: u32) -> BytesMut {
+        let mut b = BytesMut::new();
+        b.extend_from_slice(&body.to_le_bytes());
+        b.extend_from_slice(&[1, 0x02, 0, 0]);
+        b.extend_from_slice(&1u32.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn a_large_frame_is_not_reserved_up_front_and_ends_in_a_buffer_of_its_size() {
+        let decoder = Decoder::new(16 << 20);
+        let body = (16 << 20) - 64;
+        let mut buf = header(body);
+        buf.extend_from_slice(&[0; 64 * 1024]);
+        reserve(&decoder, &mut buf);
+        assert!(buf.capacity() <= 2 * buf.len(), "reserved {} for {} arrived", buf.capacity(), buf.len());
+        // Fill what is free, as reads would, until the frame is whole
+        // (the reader then splits it off before it reserves again).
+        loop {
+            let free = buf.capacity() - buf.len();
+            assert!(free > 0, "no room at {}", buf.len());
+            buf.extend_from_slice(&vec![0; free.min(12 + body as usize - buf.len())]);
+            if buf.len() == 12 + body as usize {
+                break;
+            }
+            reserve(&decoder, &mut buf);
+        }
+        assert_eq!(buf.capacity(), 12 + body as usize, "the last step reserves to the frame's end exactly");
+    }
+
+    #[test]
+    fn small_frames_get_a_read_chunk() {
+        let decoder = Decoder::new(16 << 20);
+        let mut buf = header(100);
+        reserve(&decoder, &mut buf);
+        assert!(buf.capacity() - buf.len() >= 4096);
+    }
 }
