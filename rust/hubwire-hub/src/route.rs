@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use hubwire::{CallOptions, Code, Error, Incoming, MethodInfo, Payload, Provider, Routed, ServeFuture, Service};
 
 use crate::config::HubLimits;
-use crate::queue::{admit, ClientQueue};
+use crate::queue::{admit, ClientQueue, Pinned};
 use crate::registry::{ProviderState, Registry, Replica, Route};
 
 /// How long a call waits in the hub before it fails (or less, if its
@@ -71,7 +71,7 @@ impl Service for HubService {
     }
 }
 
-async fn dispatch(hub: &HubService, call: Routed) -> Result<Option<Payload>, Error> {
+async fn dispatch(hub: &HubService, mut call: Routed) -> Result<Option<Payload>, Error> {
     let arrived = tokio::time::Instant::now();
     let reg = &*hub.registry;
     let method = call.ctx.method();
@@ -82,7 +82,8 @@ async fn dispatch(hub: &HubService, call: Routed) -> Result<Option<Payload>, Err
     let p = &route.provider;
     let waited = Instant::now();
     let slot = async {
-        let permit = admit(p, &hub.client, call.input.bytes.len(), give_up()).await?;
+        let pinned = Pinned { bytes: call.input.bytes.len(), items: call.items.as_mut(), held: &mut call.held };
+        let permit = admit(p, &hub.client, pinned, give_up()).await?;
         let (replica, conn) = ready_replica(reg, p).await?;
         Ok::<_, Error>((permit, replica, conn))
     };

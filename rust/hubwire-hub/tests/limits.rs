@@ -89,3 +89,24 @@ async fn an_unknown_method_fails_at_once_while_a_provider_is_still_starting() {
     assert_eq!(e.code(), Code::UnknownMethod, "{e}");
     assert!(e.message().contains("crashy"), "names the provider still starting: {e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn items_of_a_queued_stream_count_against_queue_bytes() {
+    let hub = Hub::start(&one_slot("queue_bytes = \"1KiB\""));
+    hub.wait_ready("test", 1).await;
+    let c = hub.connect().await;
+    let held = occupy(&hub, &c).await;
+    let sum = c.client_stream::<i64, i64>("sum", &hubwire::CallOptions::new()).await.unwrap();
+    // 9 bytes each in MessagePack: the 114th passes 1 KiB while it waits.
+    let mut e = None;
+    for i in 0..10_000i64 {
+        if let Err(x) = sum.send(&(i + 1_000_000_000)).await {
+            e = Some(x);
+            break;
+        }
+    }
+    let e = e.expect("refused");
+    assert_eq!(e.code(), Code::ResourceExhausted, "{e}");
+    assert!(e.message().contains("queue_bytes = 1024"), "{e}");
+    held.abort();
+}
