@@ -337,7 +337,9 @@ impl Parser<'_> {
             self.err(self.at(&v), format!("{what} = {:?} is not a size (write it like \"4096\", \"64KiB\" or \"16MiB\")", v.get_ref()))
         })?;
         if !range.contains(&n) {
-            return Err(self.err(self.at(&v), format!("{what} = {:?} must be between {} and {} bytes", v.get_ref(), range.start(), range.end())));
+            return Err(
+                self.err(self.at(&v), format!("{what} = {:?} must be between {} and {} bytes", v.get_ref(), range.start(), range.end()))
+            );
         }
         Ok(n)
     }
@@ -539,7 +541,10 @@ mod tests {
         .unwrap();
         let (l, p) = (&cfg.hub.limits, &cfg.providers[0]);
         assert_eq!((l.default_deadline, l.write_queue), (None, 1 << 20));
-        assert_eq!((p.default_deadline, p.hung_timeout, p.queue_bytes), (Some(Some(Duration::from_secs(2))), Some(Duration::from_secs(3)), 0));
+        assert_eq!(
+            (p.default_deadline, p.hung_timeout, p.queue_bytes),
+            (Some(Some(Duration::from_secs(2))), Some(Duration::from_secs(3)), 0)
+        );
     }
 
     #[test]

@@ -144,7 +144,8 @@ pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
     let reg = Arc::new(Registry::new(&cfg.providers, cfg.hub.limits.log_line_max));
     let wait = if cfg.hub.low_latency { WaitMode::low_latency() } else { WaitMode::Efficient };
     let limits = &cfg.hub.limits;
-    let upstream = ConnectionOptions::new(cfg.hub.name.clone()).wait(wait)
+    let upstream = ConnectionOptions::new(cfg.hub.name.clone())
+        .wait(wait)
         .window(limits.window)
         .write_queue(limits.write_queue, limits.write_stall_timeout);
     let supervisors = crate::supervise::start(&reg, &upstream);

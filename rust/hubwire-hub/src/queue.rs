@@ -52,8 +52,15 @@ impl Waiting<'_> {
     /// Counts `n` more bytes (an item that arrived), or refuses them.
     fn grow(&mut self, n: usize) -> Result<(), Error> {
         let (p, c) = (&self.provider.config, self.client);
-        let pb = |was| format!("provider {:?} has {was} bytes of calls waiting; an item of {n} would pass queue_bytes = {}", p.name, p.queue_bytes);
-        let cb = |was| format!("this connection has {was} bytes of calls waiting in the hub; an item of {n} would pass client_queue_bytes = {}", c.max_bytes);
+        let pb = |was| {
+            format!("provider {:?} has {was} bytes of calls waiting; an item of {n} would pass queue_bytes = {}", p.name, p.queue_bytes)
+        };
+        let cb = |was| {
+            format!(
+                "this connection has {was} bytes of calls waiting in the hub; an item of {n} would pass client_queue_bytes = {}",
+                c.max_bytes
+            )
+        };
         add_all(&[
             (Bound { count: &self.provider.queued_bytes, max: p.queue_bytes, says: &pb }, n),
             (Bound { count: &c.bytes, max: c.max_bytes, says: &cb }, n),
@@ -99,7 +106,12 @@ pub struct Pinned<'a> {
 
 /// Takes a slot within the provider's `max_in_flight`, waiting in its
 /// queue (and the client's) if need be, with what the call pins counted.
-pub async fn admit(p: &ProviderState, client: &ClientQueue, call: Pinned<'_>, give_up: tokio::time::Instant) -> Result<OwnedSemaphorePermit, Error> {
+pub async fn admit(
+    p: &ProviderState,
+    client: &ClientQueue,
+    call: Pinned<'_>,
+    give_up: tokio::time::Instant,
+) -> Result<OwnedSemaphorePermit, Error> {
     let Pinned { bytes, mut items, held } = call;
     if let Ok(permit) = p.gate.clone().try_acquire_owned() {
         return Ok(permit);
@@ -107,12 +119,19 @@ pub async fn admit(p: &ProviderState, client: &ClientQueue, call: Pinned<'_>, gi
     let cfg = &p.config;
     let name = &cfg.name;
     let busy = format!("provider {name:?} has {} calls in flight (max_in_flight)", cfg.max_in_flight);
-    let (pc, pb) = (|n| format!("{busy} and {n} waiting (queue = {})", cfg.queue), |n| {
-        format!("{busy} and {n} bytes of calls waiting; this call's {bytes} would pass queue_bytes = {}", cfg.queue_bytes)
-    });
-    let (cc, cb) = (|n| format!("this connection has {n} calls waiting in the hub (client_queue = {})", client.max_calls), |n| {
-        format!("this connection has {n} bytes of calls waiting in the hub; this call's {bytes} would pass client_queue_bytes = {}", client.max_bytes)
-    });
+    let (pc, pb) = (
+        |n| format!("{busy} and {n} waiting (queue = {})", cfg.queue),
+        |n| format!("{busy} and {n} bytes of calls waiting; this call's {bytes} would pass queue_bytes = {}", cfg.queue_bytes),
+    );
+    let (cc, cb) = (
+        |n| format!("this connection has {n} calls waiting in the hub (client_queue = {})", client.max_calls),
+        |n| {
+            format!(
+                "this connection has {n} bytes of calls waiting in the hub; this call's {bytes} would pass client_queue_bytes = {}",
+                client.max_bytes
+            )
+        },
+    );
     add_all(&[
         (Bound { count: &p.queued, max: cfg.queue, says: &pc }, 1),
         (Bound { count: &p.queued_bytes, max: cfg.queue_bytes, says: &pb }, bytes),

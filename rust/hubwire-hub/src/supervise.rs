@@ -277,7 +277,10 @@ async fn hung(r: &Replica, timeout: Option<Duration>) -> String {
     loop {
         tokio::time::sleep(every).await;
         if let Some(stalled) = r.stalled_for().filter(|s| *s >= timeout) {
-            return format!("hung: a call has had no answer or item from it for {:.1} s (hung_timeout = {timeout:?})", stalled.as_secs_f64());
+            return format!(
+                "hung: a call has had no answer or item from it for {:.1} s (hung_timeout = {timeout:?})",
+                stalled.as_secs_f64()
+            );
         }
     }
 }

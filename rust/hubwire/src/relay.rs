@@ -57,7 +57,12 @@ impl Routed {
     /// moves: an item from the callee relayed back, or one of ours taken
     /// by it (sending waits for its credit). The hub uses it to tell a
     /// busy replica from a hung one.
-    pub async fn forward_watched(self, conn: &Connection, opts: &CallOptions, progress: &(dyn Fn() + Sync)) -> Result<Option<Payload>, Error> {
+    pub async fn forward_watched(
+        self,
+        conn: &Connection,
+        opts: &CallOptions,
+        progress: &(dyn Fn() + Sync),
+    ) -> Result<Option<Payload>, Error> {
         let Routed { ctx, kind, input, items, held, sink } = self;
         if kind == Kind::Unary {
             return conn.call_payload(ctx.method(), input, opts).await.map(Some);

@@ -53,7 +53,14 @@ async fn flood(raw: &MemoryTransport) -> u32 {
     let payload = Bytes::from(vec![7u8; PAYLOAD]);
     let mut sent = 0;
     for id in (1u32..).step_by(2).take(10_000) {
-        let req = Frame::Request { call_id: id, kind: Kind::Unary, codec: Codec::Raw, timeout_ms: 0, method: "echo".into(), payload: payload.clone() };
+        let req = Frame::Request {
+            call_id: id,
+            kind: Kind::Unary,
+            codec: Codec::Raw,
+            timeout_ms: 0,
+            method: "echo".into(),
+            payload: payload.clone(),
+        };
         if !write_all(raw, &req.to_bytes()).await {
             break;
         }

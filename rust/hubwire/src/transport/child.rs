@@ -178,23 +178,6 @@ impl LineCut {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::LineCut;
-
-    #[test]
-    fn a_long_line_keeps_its_first_bytes_and_counts_the_rest() {
-        let mut l = LineCut::new(4);
-        assert_eq!(l.feed(b"abcdef"), (6, false));
-        assert_eq!(l.feed(b"gh\nnext"), (3, true));
-        assert_eq!(l.kept.len(), 4, "no more than max kept");
-        assert_eq!(l.take().as_deref(), Some("abcd… [4 bytes cut]"));
-        assert_eq!(l.feed(b"ok\r\n"), (4, true));
-        assert_eq!(l.take().as_deref(), Some("ok"));
-        assert_eq!(l.take(), None);
-    }
-}
-
 /// Whether this process was started by a hubwire parent (`HUBWIRE_FD` is
 /// set), before [`from_env`] takes the descriptor.
 pub fn started_by_parent() -> bool {
@@ -213,4 +196,21 @@ pub fn from_env() -> io::Result<Option<ChildTransport>> {
     std::env::remove_var(ENV_FD);
     stream.set_nonblocking(true)?;
     Ok(Some(FdTransport::new(stream, format!("parent:fd{fd}"))?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LineCut;
+
+    #[test]
+    fn a_long_line_keeps_its_first_bytes_and_counts_the_rest() {
+        let mut l = LineCut::new(4);
+        assert_eq!(l.feed(b"abcdef"), (6, false));
+        assert_eq!(l.feed(b"gh\nnext"), (3, true));
+        assert_eq!(l.kept.len(), 4, "no more than max kept");
+        assert_eq!(l.take().as_deref(), Some("abcd… [4 bytes cut]"));
+        assert_eq!(l.feed(b"ok\r\n"), (4, true));
+        assert_eq!(l.take().as_deref(), Some("ok"));
+        assert_eq!(l.take(), None);
+    }
 }
