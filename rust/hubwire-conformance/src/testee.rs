@@ -75,6 +75,7 @@ impl Testee {
                     name: self.lang.clone(),
                     log: Some(Arc::new(move |_: &str, stream: &str, line: &str| route_line(line, &tx2, &err2, stream))),
                     pipe_stdin: true,
+                    line_max: child::DEFAULT_LINE_MAX,
                 };
                 let (t, mut proc_) = child::spawn(self.command(), opts).map_err(|e| e.to_string())?;
                 let stdin = proc_.stdin.take().ok_or("no stdin")?;

@@ -71,6 +71,49 @@ pub struct HubSection {
     /// `Host` values the HTTP gateway and the WebSocket listener accept;
     /// empty = `localhost`, `127.0.0.1`, `[::1]` and the listen address.
     pub allowed_hosts: Vec<String>,
+    /// Memory and waiting bounds (`docs/hub.md#limits`).
+    pub limits: HubLimits,
+}
+
+/// `[hub]` keys that bound memory and waiting (`docs/hub.md#limits`).
+#[derive(Debug, Clone)]
+pub struct HubLimits {
+    /// Frame bytes queued for one connection before the hub stops reading
+    /// new calls from it (`write_queue`).
+    pub write_queue: usize,
+    /// How long a connection may stay over `write_queue` before it is
+    /// closed with GOAWAY `resource_exhausted` (`write_stall_timeout`).
+    pub write_stall_timeout: Duration,
+    /// Calls of one client connection waiting in the hub (`client_queue`).
+    pub client_queue: usize,
+    /// Payload bytes of one client connection's waiting calls
+    /// (`client_queue_bytes`).
+    pub client_queue_bytes: usize,
+    /// The deadline a call without one gets when forwarded; `None`: none
+    /// (`default_deadline = "0"`).
+    pub default_deadline: Option<Duration>,
+    /// Longest provider stdout/stderr line kept; the rest is discarded as
+    /// it is read (`log_line_max`).
+    pub log_line_max: usize,
+    /// Items of one stream the hub lets a peer send ahead, per hop
+    /// (`window`, in the hub's HELLO): with items of up to `S` bytes, a
+    /// stream pins at most `window × S` of the hub's memory per hop.
+    pub window: u32,
+}
+
+impl Default for HubLimits {
+    /// The documented defaults.
+    fn default() -> HubLimits {
+        HubLimits {
+            write_queue: 4 << 20,
+            write_stall_timeout: Duration::from_secs(30),
+            client_queue: 1024,
+            client_queue_bytes: 16 << 20,
+            default_deadline: Some(Duration::from_secs(300)),
+            log_line_max: 4 << 10,
+            window: 8,
+        }
+    }
 }
 
 /// A value and the line it was written on (for errors found later, such
@@ -130,6 +173,15 @@ pub struct ProviderConfig {
     pub crash_limit: u32,
     /// How long a stopping child gets between SIGTERM and SIGKILL.
     pub stop_timeout: Duration,
+    /// Payload bytes of the calls waiting for a slot (`queue_bytes`).
+    pub queue_bytes: usize,
+    /// Overrides `[hub] default_deadline` for this provider's methods
+    /// (`Some(None)`: no default deadline).
+    pub default_deadline: Option<Option<Duration>>,
+    /// A replica whose oldest call has had no frame from it for this long
+    /// is hung: its calls fail, it is restarted (`hung_timeout`; `None`:
+    /// never).
+    pub hung_timeout: Option<Duration>,
 }
 
 #[derive(Deserialize)]
@@ -152,6 +204,14 @@ struct HubToml {
     websocket: Option<Spanned<String>>,
     allowed_origins: Option<Vec<String>>,
     allowed_hosts: Option<Vec<String>>,
+    // Limits (docs/hub.md#limits).
+    write_queue: Option<Spanned<String>>,
+    write_stall_timeout: Option<Spanned<String>>,
+    client_queue: Option<Spanned<i64>>,
+    client_queue_bytes: Option<Spanned<String>>,
+    default_deadline: Option<Spanned<String>>,
+    log_line_max: Option<Spanned<String>>,
+    window: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -172,6 +232,10 @@ struct ProviderToml {
     min_uptime: Option<Spanned<String>>,
     crash_loop_limit: Option<Spanned<i64>>,
     stop_timeout: Option<Spanned<String>>,
+    // Limits (docs/hub.md#limits).
+    queue_bytes: Option<Spanned<String>>,
+    default_deadline: Option<Spanned<String>>,
+    hung_timeout: Option<Spanned<String>>,
 }
 
 /// Reads and checks a config file.
@@ -251,6 +315,48 @@ impl Parser<'_> {
         Ok(*v.get_ref() as usize)
     }
 
+    /// A duration where `"0"` means none.
+    fn optional(&self, v: Option<Spanned<String>>, what: &str, default: Option<Duration>) -> Result<Option<Duration>, ConfigError> {
+        match v {
+            None => Ok(default),
+            Some(v) if v.get_ref().trim() == "0" => Ok(None),
+            Some(v) => Ok(Some(self.duration(Some(v), what, Duration::ZERO)?).filter(|d| !d.is_zero())),
+        }
+    }
+
+    /// A size in bytes (`"4KiB"`, `"16MiB"`), within `range`.
+    fn size(
+        &self,
+        v: Option<Spanned<String>>,
+        what: &str,
+        range: std::ops::RangeInclusive<usize>,
+        default: usize,
+    ) -> Result<usize, ConfigError> {
+        let Some(v) = v else { return Ok(default) };
+        let n = parse_size(v.get_ref()).ok_or_else(|| {
+            self.err(self.at(&v), format!("{what} = {:?} is not a size (write it like \"4096\", \"64KiB\" or \"16MiB\")", v.get_ref()))
+        })?;
+        if !range.contains(&n) {
+            return Err(
+                self.err(self.at(&v), format!("{what} = {:?} must be between {} and {} bytes", v.get_ref(), range.start(), range.end()))
+            );
+        }
+        Ok(n)
+    }
+
+    fn limits(&self, h: &mut HubToml) -> Result<HubLimits, ConfigError> {
+        let d = HubLimits::default();
+        Ok(HubLimits {
+            write_queue: self.size(h.write_queue.take(), "write_queue", 64 << 10..=1 << 30, d.write_queue)?,
+            write_stall_timeout: self.positive(h.write_stall_timeout.take(), "write_stall_timeout", d.write_stall_timeout)?,
+            client_queue: self.count(h.client_queue.take(), "client_queue", 0..=1_000_000, d.client_queue)?,
+            client_queue_bytes: self.size(h.client_queue_bytes.take(), "client_queue_bytes", 0..=1 << 40, d.client_queue_bytes)?,
+            default_deadline: self.optional(h.default_deadline.take(), "default_deadline", d.default_deadline)?,
+            log_line_max: self.size(h.log_line_max.take(), "log_line_max", 80..=1 << 20, d.log_line_max)?,
+            window: self.count(h.window.take(), "window", 1..=65_536, d.window as usize)? as u32,
+        })
+    }
+
     /// A duration that must not be zero (a zero interval would spin).
     fn positive(&self, v: Option<Spanned<String>>, what: &str, default: Duration) -> Result<Duration, ConfigError> {
         let at = v.as_ref().and_then(|v| self.at(v));
@@ -262,7 +368,8 @@ impl Parser<'_> {
     }
 
     fn hub(&self, hub: Option<Spanned<HubToml>>, base: &Path) -> Result<HubSection, ConfigError> {
-        let h = hub.map(Spanned::into_inner).unwrap_or_default();
+        let mut h = hub.map(Spanned::into_inner).unwrap_or_default();
+        let limits = self.limits(&mut h)?;
         let low_latency = match &h.wait {
             None => false,
             Some(w) => match w.get_ref().as_str() {
@@ -282,6 +389,7 @@ impl Parser<'_> {
             websocket: h.websocket.map(located),
             allowed_origins: h.allowed_origins.unwrap_or_default(),
             allowed_hosts: h.allowed_hosts.unwrap_or_default(),
+            limits,
         })
     }
 
@@ -346,11 +454,37 @@ impl Parser<'_> {
             min_uptime: self.duration(t.min_uptime, "min_uptime", Duration::from_secs(2))?,
             crash_limit: self.count(t.crash_loop_limit, "crash_loop_limit", 1..=1000, 5)? as u32,
             stop_timeout: self.duration(t.stop_timeout, "stop_timeout", Duration::from_secs(3))?,
+            queue_bytes: self.size(t.queue_bytes, "queue_bytes", 0..=1 << 40, DEFAULT_QUEUE_BYTES)?,
+            default_deadline: match t.default_deadline {
+                None => None,
+                d => Some(self.optional(d, "default_deadline", None)?),
+            },
+            hung_timeout: self.optional(t.hung_timeout, "hung_timeout", None)?,
             name,
             line,
             launch,
         })
     }
+}
+
+/// `[[provider]] queue_bytes` when not set.
+pub const DEFAULT_QUEUE_BYTES: usize = 16 << 20;
+
+/// `"4096"`, `"64KiB"`, `"16 MiB"`, `"1GiB"` → bytes (binary units only:
+/// `KB` would leave the reader guessing).
+pub fn parse_size(s: &str) -> Option<usize> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: usize = n.parse().ok()?;
+    let shift = match unit.trim() {
+        "" | "B" => 0,
+        "KiB" => 10,
+        "MiB" => 20,
+        "GiB" => 30,
+        _ => return None,
+    };
+    n.checked_mul(1 << shift)
 }
 
 /// `"250ms"`, `"10s"`, `"2m"`, `"1.5s"` → a duration.
@@ -380,6 +514,44 @@ mod tests {
         for bad in ["", "10", "s", "5h", "-1s", "1.2.3s"] {
             assert_eq!(parse_duration(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn sizes_read_in_binary_units() {
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("64KiB"), Some(64 << 10));
+        assert_eq!(parse_size("16 MiB"), Some(16 << 20));
+        assert_eq!(parse_size("1GiB"), Some(1 << 30));
+        for bad in ["", "MiB", "4MB", "-1KiB", "1.5MiB", "4 kib"] {
+            assert_eq!(parse_size(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn limits_have_defaults_and_zero_means_no_deadline() {
+        let cfg = parse("[hub]\nunix = \"h\"\n[[provider]]\nname = \"a\"\nexec = [\"a\"]\n", Path::new("h.toml")).unwrap();
+        let (l, p) = (&cfg.hub.limits, &cfg.providers[0]);
+        assert_eq!((l.write_queue, l.client_queue, l.client_queue_bytes, l.log_line_max), (4 << 20, 1024, 16 << 20, 4096));
+        assert_eq!(l.default_deadline, Some(Duration::from_secs(300)));
+        assert_eq!((p.queue_bytes, p.default_deadline, p.hung_timeout), (16 << 20, None, None));
+        let cfg = parse(
+            "[hub]\nunix = \"h\"\ndefault_deadline = \"0\"\nwrite_queue = \"1MiB\"\n[[provider]]\nname = \"a\"\nexec = [\"a\"]\ndefault_deadline = \"2s\"\nhung_timeout = \"3s\"\nqueue_bytes = \"0\"\n",
+            Path::new("h.toml"),
+        )
+        .unwrap();
+        let (l, p) = (&cfg.hub.limits, &cfg.providers[0]);
+        assert_eq!((l.default_deadline, l.write_queue), (None, 1 << 20));
+        assert_eq!(
+            (p.default_deadline, p.hung_timeout, p.queue_bytes),
+            (Some(Some(Duration::from_secs(2))), Some(Duration::from_secs(3)), 0)
+        );
+    }
+
+    #[test]
+    fn a_bad_size_names_its_line() {
+        let e = parse("[hub]\nunix = \"h\"\nwrite_queue = \"4MB\"\n", Path::new("h.toml")).unwrap_err();
+        assert_eq!(e.line, Some(3), "{e}");
+        assert!(e.message.contains("write_queue"), "{e}");
     }
 
     #[test]

@@ -21,22 +21,29 @@ use hubwire::transport::{self, memory, tcp, unix, Listener};
 use hubwire::{Connection, ConnectionOptions, Provider, WaitMode};
 use tokio::task::JoinSet;
 
-use crate::config::{ConfigError, HubConfig, Located};
+use crate::config::{ConfigError, HubConfig, HubLimits, Located};
+use crate::queue::ClientQueue;
 use crate::registry::Registry;
 use crate::route::HubService;
 use crate::status::{self, METHODS_METHOD, STATUS_METHOD};
 use crate::websocket::{self, WebSocketListener};
 
 /// The client connections the hub serves, so that shutdown can drain them.
-#[derive(Default)]
 struct Clients {
+    /// What each connection is served (with a queue of its own).
+    hub: HubService,
     next: AtomicU64,
     live: Mutex<HashMap<u64, Connection>>,
 }
 
 impl Clients {
+    fn new(hub: HubService) -> Clients {
+        Clients { hub, next: AtomicU64::new(0), live: Mutex::new(HashMap::new()) }
+    }
+
     /// Serves one connection until it closes.
     async fn serve(self: Arc<Self>, t: transport::DynTransport, config: ConnectionOptions) {
+        let config = config.service(self.hub.for_client());
         let label = t.describe();
         let conn = match Connection::start(t, &config, false).await {
             Ok(c) => c,
@@ -114,7 +121,7 @@ pub async fn bind(cfg: &HubConfig) -> Result<Bound, ConfigError> {
 
 /// The service the hub offers its clients: its own methods, and every
 /// provider's, relayed.
-fn hub_service(reg: &Arc<Registry>, name: &str) -> HubService {
+fn hub_service(reg: &Arc<Registry>, name: &str, limits: &HubLimits) -> HubService {
     let (r1, r2, hub) = (reg.clone(), reg.clone(), name.to_string());
     let own = Provider::new(name)
         .unary(STATUS_METHOD, move |_ctx, (): ()| {
@@ -127,20 +134,23 @@ fn hub_service(reg: &Arc<Registry>, name: &str) -> HubService {
             async move { Ok(m) }
         })
         .doc(METHODS_METHOD, "Every routed method with its kind, provider and description");
-    HubService { own, registry: reg.clone() }
+    HubService { own: Arc::new(own), registry: reg.clone(), limits: limits.clone(), client: Arc::new(ClientQueue::new(0, 0)) }
 }
 
 /// Runs the hub until SIGTERM or SIGINT, then shuts it down in order.
 pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
     // Before any child exists, so that a SIGTERM from here on is a clean stop.
     let mut signals = Signals::install()?;
-    let reg = Arc::new(Registry::new(&cfg.providers));
+    let reg = Arc::new(Registry::new(&cfg.providers, cfg.hub.limits.log_line_max));
     let wait = if cfg.hub.low_latency { WaitMode::low_latency() } else { WaitMode::Efficient };
-    let upstream = ConnectionOptions::new(cfg.hub.name.clone()).wait(wait);
+    let limits = &cfg.hub.limits;
+    let upstream = ConnectionOptions::new(cfg.hub.name.clone())
+        .wait(wait)
+        .window(limits.window)
+        .write_queue(limits.write_queue, limits.write_stall_timeout);
     let supervisors = crate::supervise::start(&reg, &upstream);
-    let serving = ConnectionOptions::new(cfg.hub.name.clone()).wait(wait).service(hub_service(&reg, &cfg.hub.name));
-
-    let clients = Arc::new(Clients::default());
+    let serving = upstream.clone();
+    let clients = Arc::new(Clients::new(hub_service(&reg, &cfg.hub.name, limits)));
     let mut accepting = JoinSet::new();
     let Bound { unix, tcp, http, websocket } = bound;
     let listeners: [Option<Box<dyn Listener>>; 3] =

@@ -8,7 +8,8 @@
 //! | [`registry`] | providers, replicas, the method table; duplicate names refused |
 //! | [`supervise`] | one task per replica: start, handshake, health pings, restart with backoff, crash loops |
 //! | `group` | a provider's process group: signal it, wait until none of it is alive |
-//! | [`route`] | one call: admit within the limit, pick the least-loaded ready replica, forward |
+//! | [`route`] | one call: find its route (or `unknown_method` at once), admit, pick the least-loaded ready replica, forward with a deadline |
+//! | [`queue`] | calls waiting for a provider's slot: bounded in calls and bytes, per provider and per client connection |
 //! | [`hub`] | the daemon: listeners, client connections, orderly shutdown on SIGTERM |
 //! | [`gateway`] | the HTTP/JSON gateway |
 //! | [`websocket`] | the WebSocket listener, for browsers (its pump: `websocket_pump`) |
@@ -32,6 +33,7 @@ pub mod hub;
 pub mod logs;
 pub mod metrics;
 pub mod prometheus;
+pub mod queue;
 pub mod registry;
 pub mod route;
 pub mod status;

@@ -9,9 +9,9 @@
 //! replica rather than fail with `unknown_method`.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use hubwire::{Connection, MethodInfo};
 use tokio::sync::{Notify, Semaphore};
@@ -22,7 +22,8 @@ use crate::metrics::Metrics;
 /// Method names starting with this are the hub's own.
 pub const RESERVED_PREFIX: &str = "hubwire.";
 
-/// Lines of a replica's stderr kept for `hubwire status`.
+/// Lines of a replica's stderr kept for `hubwire status`, each at most
+/// `log_line_max` bytes (cut as it is read): the tail is bounded by both.
 pub const STDERR_TAIL: usize = 10;
 
 /// Where a replica is in its life.
@@ -84,6 +85,14 @@ pub struct Replica {
     pub in_flight: AtomicUsize,
     /// What it has served.
     pub metrics: Metrics,
+    /// Its calls in flight, each with when the replica last moved it
+    /// (started it, sent or took an item): what `hung_timeout` watches.
+    pub progress: Mutex<HashMap<u64, Instant>>,
+    /// Numbers the entries of `progress`.
+    next_call: AtomicU64,
+    /// Set when this run of the replica was found hung, and why, so that
+    /// its failed calls can say so; cleared when it starts again.
+    pub hung: Mutex<Option<String>>,
 }
 
 impl Replica {
@@ -100,7 +109,34 @@ impl Replica {
             }),
             in_flight: AtomicUsize::new(0),
             metrics: Metrics::default(),
+            progress: Mutex::new(HashMap::new()),
+            next_call: AtomicU64::new(0),
+            hung: Mutex::new(None),
         }
+    }
+
+    /// Registers a call in flight on it; returns its key in `progress`.
+    pub fn call_started(&self) -> u64 {
+        let key = self.next_call.fetch_add(1, Ordering::Relaxed);
+        self.progress.lock().unwrap().insert(key, Instant::now());
+        key
+    }
+
+    /// The call `key` moved.
+    pub fn call_moved(&self, key: u64) {
+        if let Some(t) = self.progress.lock().unwrap().get_mut(&key) {
+            *t = Instant::now();
+        }
+    }
+
+    /// The call `key` ended.
+    pub fn call_ended(&self, key: u64) {
+        self.progress.lock().unwrap().remove(&key);
+    }
+
+    /// How long its longest-unmoved call has gone without moving.
+    pub fn stalled_for(&self) -> Option<Duration> {
+        self.progress.lock().unwrap().values().min().map(|t| t.elapsed())
     }
 
     /// Keeps a line of stderr for `hubwire status`.
@@ -123,6 +159,8 @@ pub struct ProviderState {
     pub gate: Arc<Semaphore>,
     /// Calls waiting for a permit (bounded by `queue`).
     pub queued: AtomicUsize,
+    /// Their payload bytes (bounded by `queue_bytes`).
+    pub queued_bytes: AtomicUsize,
     /// Signalled whenever a replica becomes ready or fails.
     pub changed: Notify,
     /// Set when the whole provider is refused (duplicate method).
@@ -200,11 +238,14 @@ pub struct Registry {
     pub changed: Notify,
     /// When the hub started.
     pub started: Instant,
+    /// `[hub] log_line_max`: the longest provider stdout/stderr line kept.
+    pub log_line_max: usize,
 }
 
 impl Registry {
-    /// A registry for these providers, each with its pool, nothing ready.
-    pub fn new(configs: &[ProviderConfig]) -> Registry {
+    /// A registry for these providers, each with its pool, nothing ready;
+    /// their log lines are cut at `log_line_max` bytes.
+    pub fn new(configs: &[ProviderConfig], log_line_max: usize) -> Registry {
         let providers = configs
             .iter()
             .map(|c| {
@@ -212,6 +253,7 @@ impl Registry {
                     replicas: (0..c.replicas).map(|i| Arc::new(Replica::new(i))).collect(),
                     gate: Arc::new(Semaphore::new(c.max_in_flight)),
                     queued: AtomicUsize::new(0),
+                    queued_bytes: AtomicUsize::new(0),
                     changed: Notify::new(),
                     refused: Mutex::new(None),
                     registered: AtomicBool::new(false),
@@ -229,6 +271,7 @@ impl Registry {
             stop: Notify::new(),
             changed: Notify::new(),
             started: Instant::now(),
+            log_line_max,
         }
     }
 

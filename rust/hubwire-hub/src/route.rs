@@ -7,15 +7,23 @@
 //!
 //! The hub enforces the caller's deadline itself (the runtime stops the
 //! routed call when it passes) and sends what is left of it onward, so a
-//! provider never works on a call nobody waits for.
+//! provider never works on a call nobody waits for. A call that arrives
+//! without a deadline gets the provider's `default_deadline` (or the
+//! hub's), counted from its arrival, so that no call waits forever.
+//!
+//! A method no provider has registered fails at once with
+//! `unknown_method`, even while some provider is still starting (the
+//! message names them): a caller is never held for a provider that may
+//! never come up.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hubwire::{Code, Error, Incoming, MethodInfo, Payload, Provider, Routed, ServeFuture, Service};
-use tokio::sync::OwnedSemaphorePermit;
+use hubwire::{CallOptions, Code, Error, Incoming, MethodInfo, Payload, Provider, Routed, ServeFuture, Service};
 
+use crate::config::HubLimits;
+use crate::queue::{admit, ClientQueue, Pinned};
 use crate::registry::{ProviderState, Registry, Replica, Route};
 
 /// How long a call waits in the hub before it fails (or less, if its
@@ -24,13 +32,28 @@ use crate::registry::{ProviderState, Registry, Replica, Route};
 /// in a provider's queue for a slot (then `resource_exhausted`).
 pub const READY_WAIT: Duration = Duration::from_secs(10);
 
-/// The hub as its clients see it: its own methods (`own`), then every
-/// method of every provider in the registry, relayed.
+/// The hub as one client connection sees it: its own methods (`own`),
+/// then every method of every provider in the registry, relayed; each
+/// connection has its own [`ClientQueue`] ([`HubService::for_client`]).
+#[derive(Clone)]
 pub struct HubService {
     /// The hub's own methods (status, the method list).
-    pub own: Provider,
+    pub own: Arc<Provider>,
     /// Providers and methods.
     pub registry: Arc<Registry>,
+    /// `[hub]` limits: default deadline, client queue bounds.
+    pub limits: HubLimits,
+    /// What this connection has waiting in the hub.
+    pub client: Arc<ClientQueue>,
+}
+
+impl HubService {
+    /// The service for a new client connection: shared registry, a queue
+    /// of its own.
+    pub fn for_client(&self) -> HubService {
+        let client = Arc::new(ClientQueue::new(self.limits.client_queue, self.limits.client_queue_bytes));
+        HubService { client, ..self.clone() }
+    }
 }
 
 impl Service for HubService {
@@ -43,21 +66,24 @@ impl Service for HubService {
         if self.own.has(call.method()) {
             return self.own.call(call);
         }
-        let reg = self.registry.clone();
-        Ok(Box::pin(async move { dispatch(&reg, Routed::new(call)).await }))
+        let this = self.clone();
+        Ok(Box::pin(async move { dispatch(&this, Routed::new(call)).await }))
     }
 }
 
-async fn dispatch(reg: &Registry, call: Routed) -> Result<Option<Payload>, Error> {
+async fn dispatch(hub: &HubService, mut call: Routed) -> Result<Option<Payload>, Error> {
+    let arrived = tokio::time::Instant::now();
+    let reg = &*hub.registry;
     let method = call.ctx.method();
-    let route = find(reg, method).await?;
+    let route = find(reg, method)?;
     if route.info.kind != call.kind {
         return Err(Error::invalid_argument(format!("method {method:?} is {}, called as {}", route.info.kind.name(), call.kind.name())));
     }
     let p = &route.provider;
     let waited = Instant::now();
     let slot = async {
-        let permit = admit(p, give_up()).await?;
+        let pinned = Pinned { bytes: call.input.bytes.len(), items: call.items.as_mut(), held: &mut call.held };
+        let permit = admit(p, &hub.client, pinned, give_up()).await?;
         let (replica, conn) = ready_replica(reg, p).await?;
         Ok::<_, Error>((permit, replica, conn))
     };
@@ -65,35 +91,34 @@ async fn dispatch(reg: &Registry, call: Routed) -> Result<Option<Payload>, Error
     // against the provider, so that a scrape shows what callers were told.
     let (_permit, replica, conn) = slot.await.inspect_err(|e| p.refusals.record(waited.elapsed(), e.code()))?;
     let mut load = Load::new(&replica);
-    let opts = call.remaining();
-    let result = call.forward(&conn, &opts).await;
+    let opts = onward(&call, p.config.default_deadline.unwrap_or(hub.limits.default_deadline), arrived);
+    let key = load.key;
+    let result = call.forward_watched(&conn, &opts, &|| replica.call_moved(key)).await;
     load.finish(result.as_ref().err().map_or(Code::Ok, Error::code));
     result.map_err(|e| match e.code() {
-        Code::Unavailable => Error::unavailable(format!("provider {:?} (replica {}): {}", p.config.name, replica.index, e.message())),
+        Code::Unavailable => {
+            let hung = replica.hung.lock().unwrap().clone();
+            let why = hung.map_or_else(|| e.message().to_string(), |h| format!("{h}; restarting it"));
+            Error::unavailable(format!("provider {:?} (replica {}): {why}", p.config.name, replica.index))
+        }
         _ => e,
     })
 }
 
-/// The method's route. While some provider has not yet said HELLO it may
-/// be the one offering the method, so the call waits for it (up to
-/// [`READY_WAIT`] or its deadline) before it is refused.
-async fn find(reg: &Registry, method: &str) -> Result<Arc<Route>, Error> {
-    let give_up = give_up();
-    loop {
-        let changed = reg.changed.notified();
-        tokio::pin!(changed);
-        changed.as_mut().enable();
-        if let Some(route) = reg.route(method) {
-            return Ok(route);
-        }
-        let pending = reg.pending();
-        if pending.is_empty() || reg.is_stopping() {
-            return Err(unknown(reg, method));
-        }
-        if tokio::time::timeout_at(give_up, changed).await.is_err() {
-            return Err(Error::unavailable(format!("no provider offers {method:?} yet; still starting (they may): {pending:?}")));
-        }
+/// The onward call's options: what is left of the caller's deadline, or,
+/// for a call that came without one, of `default` counted from `arrived`.
+fn onward(call: &Routed, default: Option<Duration>, arrived: tokio::time::Instant) -> CallOptions {
+    let mut opts = call.remaining();
+    if opts.timeout.is_none() {
+        let now = tokio::time::Instant::now();
+        opts.timeout = default.map(|d| (arrived + d).saturating_duration_since(now).max(Duration::from_nanos(1)));
     }
+    opts
+}
+
+/// The method's route, or `unknown_method` at once.
+fn find(reg: &Registry, method: &str) -> Result<Arc<Route>, Error> {
+    reg.route(method).ok_or_else(|| unknown(reg, method))
 }
 
 /// When a call stops waiting in the hub (for a route, a replica, a
@@ -106,41 +131,9 @@ fn give_up() -> tokio::time::Instant {
 fn unknown(reg: &Registry, method: &str) -> Error {
     let names: Vec<String> = reg.routes().into_iter().map(|r| r.info.name.clone()).collect();
     let shown = if names.len() > 20 { format!("{:?} and {} more", &names[..20], names.len() - 20) } else { format!("{names:?}") };
-    Error::new(Code::UnknownMethod, format!("unknown method {method:?}: no provider offers it; methods: {shown}"))
-}
-
-/// Takes a slot within the provider's `max_in_flight`, waiting in its
-/// bounded queue if need be.
-async fn admit(p: &ProviderState, give_up: tokio::time::Instant) -> Result<OwnedSemaphorePermit, Error> {
-    if let Ok(permit) = p.gate.clone().try_acquire_owned() {
-        return Ok(permit);
-    }
-    let cfg = &p.config;
-    if p.queued.fetch_add(1, Ordering::AcqRel) >= cfg.queue {
-        p.queued.fetch_sub(1, Ordering::AcqRel);
-        return Err(Error::new(
-            Code::ResourceExhausted,
-            format!(
-                "provider {:?} is at its limit: {} calls in flight and {} waiting (max_in_flight, queue); try again later",
-                cfg.name, cfg.max_in_flight, cfg.queue
-            ),
-        ));
-    }
-    struct Queued<'a>(&'a ProviderState);
-    impl Drop for Queued<'_> {
-        fn drop(&mut self) {
-            self.0.queued.fetch_sub(1, Ordering::AcqRel);
-        }
-    }
-    let _queued = Queued(p);
-    match tokio::time::timeout_at(give_up, p.gate.clone().acquire_owned()).await {
-        Ok(Ok(permit)) => Ok(permit),
-        Ok(Err(_)) => Err(Error::unavailable("the hub is shutting down")),
-        Err(_) => Err(Error::new(
-            Code::ResourceExhausted,
-            format!("provider {:?} is at its limit: waited {READY_WAIT:?} in its queue for a slot; try again later", cfg.name),
-        )),
-    }
+    let pending = reg.pending();
+    let starting = if pending.is_empty() { String::new() } else { format!(" (still starting, not yet known: {pending:?})") };
+    Error::new(Code::UnknownMethod, format!("unknown method {method:?}: no provider offers it{starting}; methods: {shown}"))
 }
 
 /// The ready replica with the fewest calls in flight; waits (up to
@@ -178,12 +171,14 @@ struct Load {
     replica: Arc<Replica>,
     start: Instant,
     code: Code,
+    /// Its entry in the replica's `progress`.
+    key: u64,
 }
 
 impl Load {
     fn new(r: &Arc<Replica>) -> Load {
         r.in_flight.fetch_add(1, Ordering::Relaxed);
-        Load { replica: r.clone(), start: Instant::now(), code: Code::Cancelled }
+        Load { replica: r.clone(), start: Instant::now(), code: Code::Cancelled, key: r.call_started() }
     }
 
     fn finish(&mut self, code: Code) {
@@ -194,6 +189,7 @@ impl Load {
 impl Drop for Load {
     fn drop(&mut self) {
         self.replica.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.replica.call_ended(self.key);
         self.replica.metrics.record(self.start.elapsed(), self.code);
     }
 }

@@ -3,6 +3,11 @@
 //! (`hubwire list`, `GET /v1/methods`). Both are plain serde values served
 //! as the hub's own methods, `hubwire.status` and `hubwire.methods`, so any
 //! client in any language can read them.
+//!
+//! Every text field (launch line, reasons, stderr lines, method docs) is
+//! cut at [`FIELD_MAX`] bytes, ending `… [N bytes cut]`, so that what a
+//! provider prints or advertises can never make the answer too large for
+//! a frame.
 
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
@@ -16,6 +21,22 @@ use crate::registry::{Phase, Registry};
 pub const STATUS_METHOD: &str = "hubwire.status";
 /// The hub's own method returning the [`MethodRow`]s.
 pub const METHODS_METHOD: &str = "hubwire.methods";
+
+/// The longest text field in a status or method row, in bytes.
+pub const FIELD_MAX: usize = 1024;
+
+/// `s` cut at [`FIELD_MAX`] bytes (on a character boundary) with a marker
+/// saying how much was cut.
+pub fn cut(s: &str) -> String {
+    if s.len() <= FIELD_MAX {
+        return s.to_string();
+    }
+    let mut end = FIELD_MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… [{} bytes cut]", &s[..end], s.len() - end)
+}
 
 /// The whole hub.
 #[derive(Serialize, Deserialize, Debug, Clone)]
@@ -93,11 +114,11 @@ pub fn status(reg: &Registry, hub: &str) -> Status {
         .iter()
         .map(|p| ProviderStatus {
             name: p.config.name.clone(),
-            launch: match &p.config.launch {
+            launch: cut(&match &p.config.launch {
                 Launch::Exec { argv, .. } => format!("exec {}", argv.join(" ")),
                 Launch::Unix(path) => format!("unix:{}", path.display()),
                 Launch::Tcp(a) => format!("tcp:{a}"),
-            },
+            }),
             queued: p.queued.load(Ordering::Relaxed),
             refused: p.refusals.calls(),
             replicas: p
@@ -111,9 +132,10 @@ pub fn status(reg: &Registry, hub: &str) -> Status {
                         index: r.index,
                         pid: st.pid.filter(|_| matches!(st.phase, Phase::Ready | Phase::Starting)),
                         state: st.phase.word().into(),
+                        // Why it failed, or why its last run was ended by us.
                         reason: match &st.phase {
-                            Phase::Failed(why) => Some(why.clone()),
-                            _ => None,
+                            Phase::Failed(why) => Some(cut(why)),
+                            _ => st.last_exit.as_deref().filter(|e| e.starts_with("hung")).map(cut),
                         },
                         restarts: st.restarts,
                         in_flight: r.in_flight.load(Ordering::Relaxed),
@@ -121,8 +143,8 @@ pub fn status(reg: &Registry, hub: &str) -> Status {
                         errors: r.metrics.errors(),
                         p50_us: us(0.5),
                         p99_us: us(0.99),
-                        last_exit: st.last_exit.clone(),
-                        stderr: st.stderr.iter().cloned().collect(),
+                        last_exit: st.last_exit.as_deref().map(cut),
+                        stderr: st.stderr.iter().map(|l| cut(l)).collect(),
                     }
                 })
                 .collect(),
@@ -142,7 +164,7 @@ pub fn methods(reg: &Registry) -> Vec<MethodRow> {
             name: r.info.name.clone(),
             kind: r.info.kind.name().into(),
             provider: r.provider.config.name.clone(),
-            doc: r.info.doc.clone(),
+            doc: r.info.doc.as_deref().map(cut),
         })
         .collect()
 }
@@ -201,4 +223,18 @@ pub fn table(s: &Status) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_field_is_cut_on_a_character_boundary_and_says_so() {
+        assert_eq!(cut("short"), "short");
+        let long = "é".repeat(FIELD_MAX);
+        let c = cut(&long);
+        assert!(c.len() < FIELD_MAX + 40, "{}", c.len());
+        assert!(c.ends_with(&format!("… [{} bytes cut]", long.len() - FIELD_MAX)), "{c}");
+    }
 }

@@ -69,6 +69,7 @@ async fn supervise(reg: Arc<Registry>, p: Arc<ProviderState>, r: Arc<Replica>, c
             return;
         }
         set_phase(&reg, &p, &r, Phase::Starting);
+        *r.hung.lock().unwrap() = None;
         let started = Instant::now();
         let (why, ready) = match run_once(&reg, &p, &r, &config).await {
             Ended::Died { why, ready } => (why, ready),
@@ -116,7 +117,7 @@ async fn run_once(reg: &Registry, p: &Arc<ProviderState>, r: &Arc<Replica>, conf
     let cfg = &p.config;
     let (conn, mut child) = match &cfg.launch {
         Launch::Exec { argv, env, dir } => {
-            let (t, child) = match spawn(p, r, argv, env, dir.as_deref()) {
+            let (t, child) = match spawn(reg.log_line_max, p, r, argv, env, dir.as_deref()) {
                 Ok(x) => x,
                 Err(why) => return Ended::Died { why, ready: false },
             };
@@ -168,6 +169,11 @@ async fn run_once(reg: &Registry, p: &Arc<ProviderState>, r: &Arc<Replica>, conf
         e = conn.closed() => format!("connection lost: {}", e.message()),
         s = wait_child(&mut child) => format!("exited ({})", describe(s)),
         why = health(&conn, cfg.health_interval, cfg.health_timeout) => why,
+        why = hung(r, cfg.hung_timeout) => {
+            tracing::warn!(provider = %cfg.name, replica = r.index, "{why}");
+            *r.hung.lock().unwrap() = Some(why.clone());
+            why
+        }
         _ = reg.stopped() => String::new(),
     };
     // No new calls to it from here on.
@@ -207,6 +213,7 @@ fn join(why: String, exit: Option<String>) -> String {
 }
 
 fn spawn(
+    line_max: usize,
     p: &ProviderState,
     r: &Arc<Replica>,
     argv: &[String],
@@ -237,7 +244,7 @@ fn spawn(
         }
         tracing::info!(target: "provider", provider = name, replica = index, stream, "{line}");
     });
-    let opts = SpawnOptions { name: p.config.name.clone(), log: Some(log), pipe_stdin: false };
+    let opts = SpawnOptions { name: p.config.name.clone(), log: Some(log), pipe_stdin: false, line_max };
     child::spawn(cmd, opts).map_err(|e| format!("cannot start {:?}: {e}", argv[0]))
 }
 
@@ -257,6 +264,23 @@ async fn health(conn: &Connection, every: Duration, within: Duration) -> String 
             Ok(Ok(_)) => {}
             Ok(Err(e)) => return format!("health ping failed: {}", e.message()),
             Err(_) => return format!("no answer to a health ping within {within:?}"),
+        }
+    }
+}
+
+/// Completes, with why, once the replica's longest-unmoved call has gone
+/// `timeout` without a frame from it (see [`Replica::stalled_for`]);
+/// never without a timeout. Checked a few times per `timeout`.
+async fn hung(r: &Replica, timeout: Option<Duration>) -> String {
+    let Some(timeout) = timeout else { return std::future::pending().await };
+    let every = (timeout / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
+    loop {
+        tokio::time::sleep(every).await;
+        if let Some(stalled) = r.stalled_for().filter(|s| *s >= timeout) {
+            return format!(
+                "hung: a call has had no answer or item from it for {:.1} s (hung_timeout = {timeout:?})",
+                stalled.as_secs_f64()
+            );
         }
     }
 }

@@ -99,6 +99,7 @@ impl Harness {
                         sink_logs.lock().unwrap().push((stream.to_string(), line.to_string()));
                     })),
                     pipe_stdin: false,
+                    line_max: child::DEFAULT_LINE_MAX,
                 };
                 let (t, proc_) = child::spawn(tokio::process::Command::new(child_bin), opts).unwrap();
                 let c = Connection::dial(t, &client_cfg).await.unwrap();

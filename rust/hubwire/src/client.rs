@@ -80,17 +80,35 @@ struct Started {
 /// A client stream: send inputs, then `finish` for the single output.
 pub struct ClientStream<I, O> {
     sink: ItemSink<I>,
-    rx: oneshot::Receiver<Result<Payload, Error>>,
+    /// The answer (locked only for a failed `send`'s look at it).
+    rx: std::sync::Mutex<oneshot::Receiver<Result<Payload, Error>>>,
+    /// The answer, once a failed `send` has taken it off `rx` early.
+    early: std::sync::Mutex<Option<Result<Payload, Error>>>,
     started: Started,
     _o: std::marker::PhantomData<fn() -> O>,
 }
 
 impl<I: Message, O: Message> ClientStream<I, O> {
     /// Sends one input. Fails once the call has ended, which includes the
-    /// callee answering early; `finish` or `response` then says how it
-    /// ended.
+    /// callee answering early: with the callee's error if it answered with
+    /// one (e.g. `resource_exhausted`), else `cancelled`; `finish` or
+    /// `response` then says how it ended.
     pub async fn send(&self, item: &I) -> Result<(), Error> {
-        self.sink.send(item).await
+        let e = match self.sink.send(item).await {
+            Ok(()) => return Ok(()),
+            Err(e) if e.code() == Code::Cancelled => e,
+            Err(e) => return Err(e),
+        };
+        let mut early = self.early.lock().unwrap();
+        if early.is_none() {
+            // The engine delivers the answer before it closes the credit
+            // the failed send waited on: if there is one, it is there now.
+            *early = self.rx.lock().unwrap().try_recv().ok();
+        }
+        match &*early {
+            Some(Err(answer)) => Err(answer.clone()),
+            _ => Err(e),
+        }
     }
 
     /// Ends the inputs (END) and waits for the output.
@@ -102,8 +120,11 @@ impl<I: Message, O: Message> ClientStream<I, O> {
     /// Waits for the output without ending the inputs: for methods that
     /// answer before the caller's END (`spec/PROTOCOL.md` §5.3).
     pub async fn response(self) -> Result<O, Error> {
-        let ClientStream { sink, rx, started, .. } = self;
-        let p = wait(rx, &started).await;
+        let ClientStream { sink, rx, early, started, .. } = self;
+        let p = match early.into_inner().unwrap() {
+            Some(answer) => answer,
+            None => wait(rx.into_inner().unwrap(), &started).await,
+        };
         drop(sink);
         decode_output(p?)
     }
@@ -154,7 +175,7 @@ impl Connection {
         let credit = Arc::new(Semaphore::new(self.peer().window as usize));
         let started = self.begin(method, Kind::ClientStream, &empty(opts), opts, OutSink::Once(tx), Some(credit.clone()), None).await?;
         let sink = self.sink(opts, credit, &started);
-        Ok(ClientStream { sink, rx, started, _o: std::marker::PhantomData })
+        Ok(ClientStream { sink, rx: std::sync::Mutex::new(rx), early: std::sync::Mutex::new(None), started, _o: std::marker::PhantomData })
     }
 
     /// Calls a bidirectional method: a sink for inputs (call `end` when
@@ -237,4 +258,27 @@ async fn wait(rx: oneshot::Receiver<Result<Payload, Error>>, s: &Started) -> Res
 
 fn decode_output<O: Message>(p: Payload) -> Result<O, Error> {
     O::decode(p).map_err(|m| Error::new(Code::Internal, format!("cannot decode the response: {m}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{CallOptions, Code, Error, ItemStream, Provider};
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_send_after_the_callee_refused_the_call_reports_its_error() {
+        let refuse = Provider::new("s").client_stream("sum", |_ctx, _items: ItemStream<u32>| async move {
+            Err::<u32, _>(Error::new(Code::ResourceExhausted, "queue full"))
+        });
+        let p = crate::testing::pair(refuse).await;
+        let s = p.client.client_stream::<u32, u32>("sum", &CallOptions::new()).await.unwrap();
+        let mut sent = 0;
+        let e = loop {
+            match s.send(&sent).await {
+                Ok(()) => sent += 1,
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(e.code(), Code::ResourceExhausted, "{e}");
+        assert_eq!(s.finish().await.unwrap_err().code(), Code::ResourceExhausted, "finish says the same");
+    }
 }

@@ -57,10 +57,9 @@ pub(crate) struct OutCall {
 
 impl OutCall {
     /// Delivers the call's outcome and releases anyone waiting to send.
+    /// The outcome first: a send that fails on the closed credit can then
+    /// find it (`ClientStream::send` reports the callee's error).
     pub(crate) fn finish(self, result: Result<Payload, Error>) {
-        if let Some(c) = &self.send_credit {
-            c.close();
-        }
         match self.sink {
             OutSink::Once(tx) => {
                 let _ = tx.send(result);
@@ -68,6 +67,9 @@ impl OutCall {
             OutSink::Stream(tx) => {
                 let _ = tx.send(Event::End(result.map(|p| Some(p).filter(|p| !p.bytes.is_empty()))));
             }
+        }
+        if let Some(c) = &self.send_credit {
+            c.close();
         }
     }
 }

@@ -21,14 +21,14 @@ use crate::transport::DynTransport;
 /// Opens a connection over `transport`, as the dialer (odd call ids) or the
 /// acceptor (even ids), and starts its reader.
 pub(crate) async fn open(transport: DynTransport, options: &ConnectionOptions, dialer: bool) -> Result<Arc<Core>, Error> {
-    let writer = Writer::new(transport.clone());
+    let writer = Writer::new(transport.clone(), options.write_queue);
     let local = options.hello();
     let (peer, buf, version) = exchange(&transport, &writer, &local, options).await?;
     let mut decoder = Decoder::new(options.max_frame);
     decoder.set_version(version as u8);
     let low_latency = matches!(options.wait, WaitMode::LowLatency { .. });
     let core = Arc::new(Core::new(transport, writer, local, peer, dialer, low_latency));
-    tokio::spawn(reader::run(core.clone(), options.service.clone(), options.wait, buf, decoder));
+    tokio::spawn(reader::run(core.clone(), options.service.clone(), options.wait, options.write_stall_timeout, buf, decoder));
     Ok(core)
 }
 

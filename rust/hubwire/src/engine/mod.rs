@@ -37,3 +37,6 @@ pub use options::ConnectionOptions;
 pub use serve::{Incoming, ServeFuture, Service};
 pub(crate) use state::{Core, Started};
 pub use wait::WaitMode;
+
+#[cfg(test)]
+mod backpressure_tests;

@@ -10,6 +10,9 @@ use hubwire_frame::{Hello, PeerInfo, DEFAULT_MAX_FRAME};
 use super::serve::Service;
 use super::wait::WaitMode;
 
+/// [`ConnectionOptions::write_queue`] by default: 4 MiB.
+pub const DEFAULT_WRITE_QUEUE: usize = 4 * 1024 * 1024;
+
 /// Options for opening a connection ([`Connection::dial`](crate::Connection::dial),
 /// [`Connection::accept`](crate::Connection::accept)).
 #[derive(Clone)]
@@ -26,6 +29,17 @@ pub struct ConnectionOptions {
     pub max_calls: u32,
     /// How long to wait for the peer's HELLO.
     pub handshake_timeout: Duration,
+    /// Frame bytes queued for the peer (not yet taken by its socket) above
+    /// which we stop reading its new calls and PINGs: a peer that sends
+    /// but does not read is held back by its own full socket instead of
+    /// growing our queue. Frames that end or feed calls already running
+    /// (RESPONSE, ITEM, CREDIT, CANCEL, END) are still read, so two peers
+    /// streaming to each other never wait on one another.
+    pub write_queue: usize,
+    /// How long the queue may stay above `write_queue` while a new call
+    /// waits to be read before the connection is closed with GOAWAY
+    /// `resource_exhausted`.
+    pub write_stall_timeout: Duration,
     /// The service whose methods we offer, if any (a
     /// [`Provider`](crate::Provider), or the hub's registry).
     pub service: Option<Arc<dyn Service>>,
@@ -33,7 +47,8 @@ pub struct ConnectionOptions {
 
 impl ConnectionOptions {
     /// Defaults: efficient waiting (or `HUBWIRE_WAIT`), 16 MiB frames,
-    /// window 64, 4096 calls, 10 s handshake, no methods offered.
+    /// window 64, 4096 calls, 10 s handshake, a 4 MiB write queue that may
+    /// stay full for 30 s, no methods offered.
     pub fn new(name: impl Into<String>) -> ConnectionOptions {
         ConnectionOptions {
             name: name.into(),
@@ -42,6 +57,8 @@ impl ConnectionOptions {
             window: hubwire_frame::hello::DEFAULT_WINDOW,
             max_calls: hubwire_frame::hello::DEFAULT_MAX_CALLS,
             handshake_timeout: Duration::from_secs(10),
+            write_queue: DEFAULT_WRITE_QUEUE,
+            write_stall_timeout: Duration::from_secs(30),
             service: None,
         }
     }
@@ -67,6 +84,14 @@ impl ConnectionOptions {
     /// Sets the concurrent-call limit (at least 1).
     pub fn max_calls(mut self, n: u32) -> ConnectionOptions {
         self.max_calls = n.max(1);
+        self
+    }
+
+    /// Sets the write queue's cap in bytes (at least 64 KiB) and how long
+    /// it may stay over it (see [`ConnectionOptions::write_queue`]).
+    pub fn write_queue(mut self, bytes: usize, stall_timeout: Duration) -> ConnectionOptions {
+        self.write_queue = bytes.max(64 * 1024);
+        self.write_stall_timeout = stall_timeout;
         self
     }
 

@@ -2,6 +2,15 @@
 //! parses every complete frame, routes each to its call (a REQUEST to the
 //! serving seam), and waits for more the way the connection's
 //! [`WaitMode`] says.
+//!
+//! Two bounds on memory live here. A frame is read into the buffer as its
+//! bytes arrive: a header announcing a large body reserves at most as much
+//! again as is already buffered, never the announced size, so a peer that
+//! sends a header and stops costs what it sent. And while our write queue
+//! is over its cap (the peer is not reading what we send), a new call or
+//! PING from the peer is held, and nothing more is read, until the queue
+//! drains; if it stays over the cap for `write_stall_timeout`, the
+//! connection is closed with GOAWAY `resource_exhausted`.
 
 use std::future::poll_fn;
 use std::io;
@@ -22,30 +31,71 @@ use crate::errors::Error;
 /// Bytes asked of the transport per read.
 pub(crate) const READ_CHUNK: usize = 64 * 1024;
 
-/// Makes room in `buf` for the next read: at least a chunk, and the whole
-/// of a frame whose header is already buffered.
+/// Makes room in `buf` for the next read. A frame larger than a read
+/// chunk whose header is buffered grows the buffer by doubling what has
+/// arrived, to exactly its end and no further: its payload, split off
+/// later, then pins its own size and not a doubled allocation, and a
+/// frame that never arrives costs no more than twice what did. Otherwise
+/// at least 4 KiB is free, a chunk when more is needed.
 pub(crate) fn reserve(decoder: &Decoder, buf: &mut BytesMut) {
+    let (len, spare) = (buf.len(), buf.capacity() - buf.len());
     let want = match decoder.check(buf) {
-        Ok(Some(n)) if n > buf.len() => (n - buf.len()).max(4096),
-        _ => 4096,
+        Ok(Some(n)) if n > len => n - len,
+        _ => 0,
     };
-    if buf.capacity() - buf.len() < want {
-        buf.reserve(want.max(READ_CHUNK));
+    if want > spare && len + want > READ_CHUNK {
+        let target = (len + want).min((len * 2).max(READ_CHUNK));
+        if target > len + spare {
+            let mut grown = BytesMut::with_capacity(target);
+            grown.extend_from_slice(buf);
+            *buf = grown;
+        }
+        return;
+    }
+    if spare < 4096 || want > spare {
+        buf.reserve(READ_CHUNK);
     }
 }
 
 /// Runs until the connection dies. `service` serves the peer's calls.
-pub(crate) async fn run(core: Arc<Core>, service: Option<Arc<dyn Service>>, wait: WaitMode, mut buf: BytesMut, decoder: Decoder) {
+pub(crate) async fn run(
+    core: Arc<Core>,
+    service: Option<Arc<dyn Service>>,
+    wait: WaitMode,
+    stall: Duration,
+    mut buf: BytesMut,
+    decoder: Decoder,
+) {
     let mut spinner = Spinner::new(wait);
     let mut delivered = false;
+    let mut held: Option<Frame> = None;
     let reason: Result<String, FrameError> = loop {
+        if let Some(frame) = held.take() {
+            // Our queue was over its cap: the peer's new call waits here,
+            // and the peer's writes stop at its full socket.
+            if tokio::time::timeout(stall, core.writer.ready()).await.is_err() {
+                break Err(FrameError::new(
+                    Code::ResourceExhausted,
+                    format!("the peer has not read our last frames for {stall:?} (write queue over its cap)"),
+                ));
+            }
+            match dispatch(&core, service.as_ref(), frame) {
+                Ok(woke) => delivered |= woke,
+                Err(e) => break Err(e),
+            }
+        }
         // Answers produced while the frames of one read are dispatched
         // (handlers that finish at once) leave in one write.
         core.writer.cork();
         let batch = dispatch_all(&core, service.as_ref(), &decoder, &mut buf, &mut delivered);
         core.writer.uncork();
-        if let Err(e) = batch {
-            break Err(e);
+        match batch {
+            Err(e) => break Err(e),
+            Ok(Some(frame)) => {
+                held = Some(frame);
+                continue;
+            }
+            Ok(None) => {}
         }
         if core.is_closed() {
             return;
@@ -68,18 +118,23 @@ pub(crate) async fn run(core: Arc<Core>, service: Option<Arc<dyn Service>>, wait
     }
 }
 
-/// Dispatches every complete frame in `buf`.
+/// Dispatches every complete frame in `buf`, up to a REQUEST or PING
+/// that arrives while the write queue is over its cap: that one is
+/// returned, to be dispatched once the queue drains.
 fn dispatch_all(
     core: &Arc<Core>,
     service: Option<&Arc<dyn Service>>,
     decoder: &Decoder,
     buf: &mut BytesMut,
     delivered: &mut bool,
-) -> Result<(), FrameError> {
+) -> Result<Option<Frame>, FrameError> {
     while let Some(frame) = decoder.decode(buf)? {
+        if matches!(frame, Frame::Request { .. } | Frame::Ping { .. }) && core.writer.over_cap() {
+            return Ok(Some(frame));
+        }
         *delivered |= dispatch(core, service, frame)?;
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Our side found the peer's bytes bad: GOAWAY with the error, then close
@@ -252,4 +307,48 @@ fn on_goaway(core: &Arc<Core>, last_id: u32, code: Code, message: String) -> Res
         call.finish(Err(Error::unavailable("peer is draining (GOAWAY) and never saw this call; safe to retry")));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A REQUEST header (`spec/PROTOCOL.md` §3) announcing `body` bytes.
+    fn header(body: u32) -> BytesMut {
+        let mut b = BytesMut::new();
+        b.extend_from_slice(&body.to_le_bytes());
+        b.extend_from_slice(&[1, 0x02, 0, 0]);
+        b.extend_from_slice(&1u32.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn a_large_frame_is_not_reserved_up_front_and_ends_in_a_buffer_of_its_size() {
+        let decoder = Decoder::new(16 << 20);
+        let body = (16 << 20) - 64;
+        let mut buf = header(body);
+        buf.extend_from_slice(&[0; 64 * 1024]);
+        reserve(&decoder, &mut buf);
+        assert!(buf.capacity() <= 2 * buf.len(), "reserved {} for {} arrived", buf.capacity(), buf.len());
+        // Fill what is free, as reads would, until the frame is whole
+        // (the reader then splits it off before it reserves again).
+        loop {
+            let free = buf.capacity() - buf.len();
+            assert!(free > 0, "no room at {}", buf.len());
+            buf.extend_from_slice(&vec![0; free.min(12 + body as usize - buf.len())]);
+            if buf.len() == 12 + body as usize {
+                break;
+            }
+            reserve(&decoder, &mut buf);
+        }
+        assert_eq!(buf.capacity(), 12 + body as usize, "the last step reserves to the frame's end exactly");
+    }
+
+    #[test]
+    fn small_frames_get_a_read_chunk() {
+        let decoder = Decoder::new(16 << 20);
+        let mut buf = header(100);
+        reserve(&decoder, &mut buf);
+        assert!(buf.capacity() - buf.len() >= 4096);
+    }
 }

@@ -20,6 +20,12 @@
 //!   which leaves the write to the background flusher, a task that runs
 //!   after the tasks already woken, so their frames join the same write.
 //!   One call in flight is never delayed this way.
+//!
+//! The queue has a cap (`ConnectionOptions::write_queue`): above it, async
+//! senders wait ([`Writer::ready`]) and the reader stops taking new calls
+//! from the peer ([`Writer::over_cap`]); frames pushed by code that cannot
+//! wait (answers) still queue, bounded by the calls the peer may have
+//! in flight.
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
@@ -32,8 +38,6 @@ use crate::transport::DynTransport;
 
 /// Payloads up to this size are copied next to their header.
 const COPY_LIMIT: usize = 4096;
-/// Queued bytes above which async senders wait for the queue to drain.
-const HIGH_WATER: usize = 4 * 1024 * 1024;
 /// Segments per `sendmsg`.
 const MAX_IOV: usize = 64;
 
@@ -64,13 +68,17 @@ pub(crate) struct Writer {
     /// Wakes the background flusher (shared with it, so it can wait
     /// without keeping the writer alive).
     stalled: Arc<Notify>,
-    /// Wakes senders waiting below the high-water mark, and `flushed`.
+    /// Wakes senders waiting below the cap, and `flushed`.
     drained: Notify,
+    /// Queued bytes above which senders wait and the reader pauses.
+    cap: usize,
 }
 
 impl Writer {
-    pub(crate) fn new(transport: DynTransport) -> Arc<Writer> {
+    /// A writer over `transport` whose queue is capped at `cap` bytes.
+    pub(crate) fn new(transport: DynTransport, cap: usize) -> Arc<Writer> {
         let w = Arc::new(Writer {
+            cap,
             q: Mutex::new(Queue { head: BytesMut::with_capacity(16 * 1024), ..Default::default() }),
             transport,
             stalled: Arc::new(Notify::new()),
@@ -144,14 +152,26 @@ impl Writer {
         Ok(true)
     }
 
-    /// Waits while more than `HIGH_WATER` bytes are queued: backpressure for
-    /// senders that can wait.
+    /// Whether more than the cap is queued (and the writer is open).
+    pub(crate) fn over_cap(&self) -> bool {
+        let q = self.q.lock().unwrap();
+        q.queued > self.cap && q.closed.is_none()
+    }
+
+    /// Bytes queued and not yet taken by the transport.
+    #[cfg(test)]
+    pub(crate) fn queued(&self) -> usize {
+        self.q.lock().unwrap().queued
+    }
+
+    /// Waits while more than the cap is queued: backpressure for senders
+    /// that can wait, and for the reader.
     pub(crate) async fn ready(&self) {
         loop {
             let notified = self.drained.notified();
             {
                 let q = self.q.lock().unwrap();
-                if q.queued <= HIGH_WATER || q.closed.is_some() {
+                if q.queued <= self.cap || q.closed.is_some() {
                     return;
                 }
             }
@@ -213,13 +233,13 @@ impl Writer {
         }
     }
 
-    /// Marks `n` bytes as written, waking senders held back by the
-    /// high-water mark once the queue falls below it.
+    /// Marks `n` bytes as written, waking senders held back by the cap
+    /// once the queue falls below it.
     fn written(&self, n: usize) {
         let mut q = self.q.lock().unwrap();
-        let was_high = q.queued > HIGH_WATER;
+        let was_high = q.queued > self.cap;
         q.queued = q.queued.saturating_sub(n);
-        if was_high && q.queued <= HIGH_WATER {
+        if was_high && q.queued <= self.cap {
             drop(q);
             self.drained.notify_waiters();
         }
@@ -369,7 +389,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn a_frame_alone_is_written_at_once() {
         let t = Arc::new(Recorder::default());
-        let w = Writer::new(t.clone());
+        let w = Writer::new(t.clone(), 1 << 20);
         w.push(frame(1), &Bytes::new()).unwrap();
         w.push(frame(2), &Bytes::from_static(b"p")).unwrap();
         assert_eq!(writes(&t), [vec![1, 1, 1], vec![2, 2, 2, b'p']]);
@@ -378,7 +398,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn frames_pushed_while_corked_leave_in_one_write_on_uncork() {
         let t = Arc::new(Recorder::default());
-        let w = Writer::new(t.clone());
+        let w = Writer::new(t.clone(), 1 << 20);
         w.cork();
         for n in 1..=3 {
             w.push(frame(n), &Bytes::new()).unwrap();
@@ -393,7 +413,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn frames_pushed_soon_by_several_tasks_share_one_write() {
         let t = Arc::new(Recorder::default());
-        let w = Writer::new(t.clone());
+        let w = Writer::new(t.clone(), 1 << 20);
         // Let the background flusher start waiting.
         tokio::task::yield_now().await;
         let tasks: Vec<_> = (1..=4u8)

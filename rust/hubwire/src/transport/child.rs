@@ -2,7 +2,10 @@
 //! socketpair and starts the child with one end as descriptor 3 and
 //! `HUBWIRE_FD=3` in its environment. The protocol never touches the
 //! child's stdout or stderr: those are read line by line and become log
-//! lines, so a stray `print` in a plugin cannot corrupt the framing.
+//! lines, so a stray `print` in a plugin cannot corrupt the framing. A
+//! line is kept up to [`SpawnOptions::line_max`] bytes; the rest of it is
+//! discarded as it is read and only counted, so a child that prints
+//! without newlines costs a bounded buffer, not its whole output.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd};
@@ -11,6 +14,9 @@ use std::process::Stdio;
 use std::sync::Arc;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+
+/// Bytes read from a child's stdout or stderr at a time.
+const LOG_READ: usize = 8192;
 use tokio::process::{Child, Command};
 
 use super::fd::FdTransport;
@@ -27,6 +33,9 @@ pub type ChildTransport = FdTransport<UnixStream>;
 /// the line without its newline).
 pub type LogSink = Arc<dyn Fn(&str, &str, &str) + Send + Sync>;
 
+/// [`SpawnOptions::line_max`] by default: 4 KiB.
+pub const DEFAULT_LINE_MAX: usize = 4096;
+
 /// Options for [`spawn`].
 #[derive(Clone)]
 pub struct SpawnOptions {
@@ -39,12 +48,15 @@ pub struct SpawnOptions {
     /// `/dev/null`, for parents that also drive the child by hand (the
     /// conformance runner).
     pub pipe_stdin: bool,
+    /// The longest stdout/stderr line passed to `log`; a longer one is cut
+    /// there and ends with `… [N bytes cut]`.
+    pub line_max: usize,
 }
 
 impl SpawnOptions {
     /// Options with a name and the default log sink.
     pub fn new(name: impl Into<String>) -> SpawnOptions {
-        SpawnOptions { name: name.into(), log: None, pipe_stdin: false }
+        SpawnOptions { name: name.into(), log: None, pipe_stdin: false, line_max: DEFAULT_LINE_MAX }
     }
 }
 
@@ -89,24 +101,80 @@ pub fn spawn(mut command: Command, opts: SpawnOptions) -> io::Result<(ChildTrans
     Ok((transport, child))
 }
 
+/// Reads `stream` into lines of at most `opts.line_max` bytes and hands
+/// each to the log sink. Holds one read buffer and one line, never more.
 async fn forward_lines(stream: impl AsyncRead + Unpin, opts: SpawnOptions, which: &'static str) {
-    let mut reader = BufReader::new(stream);
-    let mut line = Vec::new();
+    let mut reader = BufReader::with_capacity(LOG_READ, stream);
+    let mut line = LineCut::new(opts.line_max);
     loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {
-                while matches!(line.last(), Some(b'\n' | b'\r')) {
-                    line.pop();
+        let buf = match reader.fill_buf().await {
+            Ok(b) if !b.is_empty() => b,
+            // End of stream (or a broken pipe): a last line without newline.
+            _ => {
+                if let Some(text) = line.take() {
+                    emit(&opts, which, &text);
                 }
-                let text = String::from_utf8_lossy(&line);
-                match &opts.log {
-                    Some(sink) => sink(&opts.name, which, &text),
-                    None => tracing::info!(target: "hubwire::child", provider = %opts.name, stream = which, "{text}"),
-                }
+                return;
+            }
+        };
+        let (used, ended) = line.feed(buf);
+        reader.consume(used);
+        if ended {
+            if let Some(text) = line.take() {
+                emit(&opts, which, &text);
             }
         }
+    }
+}
+
+fn emit(opts: &SpawnOptions, which: &str, text: &str) {
+    match &opts.log {
+        Some(sink) => sink(&opts.name, which, text),
+        None => tracing::info!(target: "hubwire::child", provider = %opts.name, stream = which, "{text}"),
+    }
+}
+
+/// One line being read: its first `max` bytes, and how many more were cut.
+struct LineCut {
+    kept: Vec<u8>,
+    cut: usize,
+    max: usize,
+}
+
+impl LineCut {
+    fn new(max: usize) -> LineCut {
+        LineCut { kept: Vec::new(), cut: 0, max }
+    }
+
+    /// Takes bytes up to and including the first newline of `buf`: how
+    /// many were taken, and whether the line ended.
+    fn feed(&mut self, buf: &[u8]) -> (usize, bool) {
+        let (body, used, ended) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (&buf[..i], i + 1, true),
+            None => (buf, buf.len(), false),
+        };
+        let room = self.max.saturating_sub(self.kept.len()).min(body.len());
+        self.kept.extend_from_slice(&body[..room]);
+        self.cut += body.len() - room;
+        (used, ended)
+    }
+
+    /// The line so far as text (a trailing `\r` dropped, the cut noted),
+    /// leaving it empty; `None` if nothing was read.
+    fn take(&mut self) -> Option<String> {
+        if self.kept.is_empty() && self.cut == 0 {
+            return None;
+        }
+        if self.cut == 0 && self.kept.last() == Some(&b'\r') {
+            self.kept.pop();
+        }
+        let mut text = String::from_utf8_lossy(&self.kept).into_owned();
+        if self.cut > 0 {
+            text.push_str(&format!("… [{} bytes cut]", self.cut));
+        }
+        self.kept.clear();
+        self.cut = 0;
+        Some(text)
     }
 }
 
@@ -128,4 +196,21 @@ pub fn from_env() -> io::Result<Option<ChildTransport>> {
     std::env::remove_var(ENV_FD);
     stream.set_nonblocking(true)?;
     Ok(Some(FdTransport::new(stream, format!("parent:fd{fd}"))?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LineCut;
+
+    #[test]
+    fn a_long_line_keeps_its_first_bytes_and_counts_the_rest() {
+        let mut l = LineCut::new(4);
+        assert_eq!(l.feed(b"abcdef"), (6, false));
+        assert_eq!(l.feed(b"gh\nnext"), (3, true));
+        assert_eq!(l.kept.len(), 4, "no more than max kept");
+        assert_eq!(l.take().as_deref(), Some("abcd… [4 bytes cut]"));
+        assert_eq!(l.feed(b"ok\r\n"), (4, true));
+        assert_eq!(l.take().as_deref(), Some("ok"));
+        assert_eq!(l.take(), None);
+    }
 }
