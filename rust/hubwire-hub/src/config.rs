@@ -71,6 +71,13 @@ pub struct HubSection {
     /// `Host` values the HTTP gateway and the WebSocket listener accept;
     /// empty = `localhost`, `127.0.0.1`, `[::1]` and the listen address.
     pub allowed_hosts: Vec<String>,
+
+    // Transport security (see `tls_config`).
+    /// `[hub.tls]`: the `tcp`, `http` and `websocket` listeners speak TLS.
+    pub tls: Option<crate::tls_config::TlsSection>,
+    /// `allow_insecure = true`: a network listener with neither TLS nor a
+    /// token is allowed on a non-loopback address.
+    pub allow_insecure: bool,
 }
 
 /// A value and the line it was written on (for errors found later, such
@@ -152,6 +159,8 @@ struct HubToml {
     websocket: Option<Spanned<String>>,
     allowed_origins: Option<Vec<String>>,
     allowed_hosts: Option<Vec<String>>,
+    tls: Option<Spanned<crate::tls_config::TlsToml>>,
+    allow_insecure: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -209,6 +218,7 @@ pub fn parse(text: &str, path: &Path) -> Result<HubConfig, ConfigError> {
     if hub.unix.is_none() && hub.tcp.is_none() && hub.http.is_none() && hub.websocket.is_none() {
         return Err(p.err(None, "[hub] has no listener: set at least one of unix, tcp, http or websocket".into()));
     }
+    crate::tls_config::check_exposure(&hub).map_err(|(line, why)| p.err(Some(line), why))?;
     Ok(HubConfig { file: path.to_path_buf(), hub, providers })
 }
 
@@ -282,6 +292,15 @@ impl Parser<'_> {
             websocket: h.websocket.map(located),
             allowed_origins: h.allowed_origins.unwrap_or_default(),
             allowed_hosts: h.allowed_hosts.unwrap_or_default(),
+            tls: match h.tls {
+                None => None,
+                Some(t) => {
+                    let line = self.line_of(t.span().start);
+                    let t = crate::tls_config::section(t.into_inner(), line, base, &|o| self.line_of(o));
+                    Some(t.map_err(|(line, why)| self.err(Some(line), why))?)
+                }
+            },
+            allow_insecure: h.allow_insecure.unwrap_or(false),
         })
     }
 
