@@ -72,7 +72,7 @@ impl Hub {
     }
 
     /// The address a listener configured on port 0 was given, from the
-    /// hub's log line `<message> listen=[tcp:]HOST:PORT`. Port 0 rather than
+    /// hub's log line `<message> listen=[tcp:|tls:]HOST:PORT`. Port 0 rather than
     /// a port chosen and released by the test: between the two, any
     /// outgoing connection on the machine may take it.
     pub fn listening(&self, message: &str) -> String {
@@ -80,7 +80,7 @@ impl Hub {
         let line = log.lines().find(|l| l.contains(message) && l.contains("listen="));
         let at = line.and_then(|l| l.split("listen=").nth(1)).and_then(|a| a.split_whitespace().next());
         let at = at.unwrap_or_else(|| panic!("no {message:?} line with listen= in the hub's log:\n{log}"));
-        at.trim_start_matches("tcp:").to_string()
+        at.trim_start_matches("tcp:").trim_start_matches("tls:").to_string()
     }
 
     /// A new client connection. Refused connections are retried for a

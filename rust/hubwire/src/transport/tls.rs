@@ -53,10 +53,25 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// A PEM syntax error in words (the library's own prints marker lines
+/// as byte arrays); `wanted` is the kind of block looked for.
+fn pem_error(what: &str, wanted: &str, e: rustls::pki_types::pem::Error) -> io::Error {
+    use rustls::pki_types::pem::Error as E;
+    let lossy = |b: &[u8]| String::from_utf8_lossy(b).trim().to_string();
+    match e {
+        E::NoItemsFound => invalid(what, format!("no {wanted} block in the PEM text")),
+        E::MissingSectionEnd { end_marker } => invalid(what, format!("a PEM block is not closed (no \"-----END {}-----\" line)", lossy(&end_marker))),
+        E::IllegalSectionStart { line } => invalid(what, format!("bad PEM line {:?}", lossy(&line))),
+        E::Base64Decode(why) => invalid(what, format!("bad base64 in a PEM block: {why}")),
+        e => invalid(what, e),
+    }
+}
+
 /// Every certificate in a PEM text (`what` names it in errors). At least
 /// one is required.
 pub fn certs_from_pem(pem: &[u8], what: &str) -> io::Result<Vec<CertificateDer<'static>>> {
-    let certs = CertificateDer::pem_slice_iter(pem).collect::<Result<Vec<_>, _>>().map_err(|e| invalid(what, e))?;
+    let certs =
+        CertificateDer::pem_slice_iter(pem).collect::<Result<Vec<_>, _>>().map_err(|e| pem_error(what, "CERTIFICATE", e))?;
     if certs.is_empty() {
         return Err(invalid(what, "no CERTIFICATE block in the PEM text"));
     }
@@ -65,10 +80,7 @@ pub fn certs_from_pem(pem: &[u8], what: &str) -> io::Result<Vec<CertificateDer<'
 
 /// The first private key (PKCS#8, PKCS#1 or SEC1) in a PEM text.
 pub fn key_from_pem(pem: &[u8], what: &str) -> io::Result<PrivateKeyDer<'static>> {
-    PrivateKeyDer::from_pem_slice(pem).map_err(|e| match e {
-        rustls::pki_types::pem::Error::NoItemsFound => invalid(what, "no PRIVATE KEY block in the PEM text"),
-        e => invalid(what, e),
-    })
+    PrivateKeyDer::from_pem_slice(pem).map_err(|e| pem_error(what, "PRIVATE KEY", e))
 }
 
 fn roots(ca_pem: &[u8], what: &str) -> io::Result<Arc<RootCertStore>> {
@@ -158,8 +170,14 @@ impl Acceptor {
 /// Connects to `addr` (`host:port`), checking the server's certificate
 /// against `host` and `config`'s CAs, within [`HANDSHAKE_TIMEOUT`].
 pub async fn connect(addr: &str, config: Arc<ClientConfig>) -> io::Result<TlsTransport> {
-    let label = format!("tls:{addr}");
-    let fail = |e: io::Error| io::Error::new(e.kind(), format!("connect to {label}: {e}"));
+    let (stream, conn) = connect_stream(addr, config).await?.into_inner();
+    TlsTransport::new(stream, conn.into(), format!("tls:{addr}"))
+}
+
+/// Like [`connect`], but the TLS stream itself, for a protocol other than
+/// hubwire's over it (HTTPS, WSS).
+pub async fn connect_stream(addr: &str, config: Arc<ClientConfig>) -> io::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+    let fail = |e: io::Error| io::Error::new(e.kind(), format!("connect to tls:{addr}: {e}"));
     let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h).trim_start_matches('[').trim_end_matches(']');
     let name = ServerName::try_from(host.to_string()).map_err(|e| fail(invalid("server name", e)))?;
     let handshake = async {
@@ -167,12 +185,10 @@ pub async fn connect(addr: &str, config: Arc<ClientConfig>) -> io::Result<TlsTra
         stream.set_nodelay(true)?;
         tokio_rustls::TlsConnector::from(config).connect(name, stream).await
     };
-    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
-        Ok(r) => r.map_err(fail)?,
-        Err(_) => return Err(fail(io::Error::new(io::ErrorKind::TimedOut, format!("not connected within {HANDSHAKE_TIMEOUT:?}")))),
-    };
-    let (stream, conn) = tls.into_inner();
-    TlsTransport::new(stream, conn.into(), label)
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+        Ok(r) => r.map_err(fail),
+        Err(_) => Err(fail(io::Error::new(io::ErrorKind::TimedOut, format!("not connected within {HANDSHAKE_TIMEOUT:?}")))),
+    }
 }
 
 /// A connection and its one byte of written-but-unreported plaintext (see
