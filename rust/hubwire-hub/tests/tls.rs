@@ -16,14 +16,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const ONE: &str = "[[provider]]\nname = \"test\"\nexec = [\"{provider}\"]\n";
 
-/// A hub with a tls tcp listener and an HTTPS gateway; `client_ca` asks
-/// for client certificates. Returns the hub, the PKI's directory, and the
-/// tcp and http addresses.
+/// A hub with a tls tcp listener, an HTTPS gateway and a WSS listener;
+/// `client_ca` asks for client certificates. Returns the hub, the PKI's
+/// directory, and the tcp and http addresses (the wss one is in the log).
 async fn tls_hub(client_ca: bool) -> (Hub, PathBuf, String, String) {
     let pki = TestPki::new("hub").write_to(&temp_dir());
     let ca = if client_ca { format!("client_ca = \"{}/ca.pem\"\n", pki.display()) } else { String::new() };
     let extra = format!(
-        "tcp = \"127.0.0.1:0\"\nhttp = \"127.0.0.1:0\"\n[hub.tls]\ncert = \"{0}/server.pem\"\nkey = \"{0}/server.key\"\n{ca}",
+        "tcp = \"127.0.0.1:0\"\nhttp = \"127.0.0.1:0\"\nwebsocket = \"127.0.0.1:0\"\n[hub.tls]\ncert = \"{0}/server.pem\"\nkey = \"{0}/server.key\"\n{ca}",
         pki.display()
     );
     let hub = Hub::start_with(&extra, ONE, &[]);
@@ -57,6 +57,8 @@ async fn https_get(addr: &str, config: std::sync::Arc<tls::rustls::ClientConfig>
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_clients_are_served_on_tcp_and_https_and_plain_ones_are_not() {
     let (hub, pki, tcp_addr, http_addr) = tls_hub(false).await;
+    // A client that connects and never starts its handshake holds up nobody.
+    let _silent = tokio::net::TcpStream::connect(tcp_addr.as_str()).await.unwrap();
     let conn = dial_tls(&tcp_addr, client(&pki, false)).await.unwrap();
     assert_eq!(&conn.call_raw("echo", Bytes::from_static(b"over tls")).await.unwrap()[..], b"over tls");
     // Larger than one TLS record and than rustls' 64 KiB send buffer.
@@ -66,6 +68,16 @@ async fn tls_clients_are_served_on_tcp_and_https_and_plain_ones_are_not() {
     let (status, body) = https_get(&http_addr, client(&pki, false), "/v1/methods").await.unwrap();
     assert!(status.contains(" 200 "), "{status}");
     assert!(body.contains("\"echo\""), "{body}");
+
+    // The WebSocket listener is WSS: the upgrade is answered over TLS.
+    let wss = hub.listening("accepting clients listen=wss:").trim_start_matches("wss:").to_string();
+    let upgrade = "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\
+                   Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: hubwire.v1\r\n";
+    let mut s = tls::connect_stream(&wss, client(&pki, false)).await.unwrap();
+    s.write_all(format!("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n{upgrade}\r\n").as_bytes()).await.unwrap();
+    let mut head = vec![0u8; 12];
+    s.read_exact(&mut head).await.unwrap();
+    assert_eq!(&head, b"HTTP/1.1 101", "{}", String::from_utf8_lossy(&head));
 
     // Plain hubwire at the TLS listener: no HELLO ever comes back.
     let plain = Connection::dial(tcp::connect(tcp_addr.as_str()).await.unwrap(), &ConnectionOptions::new("plain")).await;

@@ -60,7 +60,9 @@ fn pem_error(what: &str, wanted: &str, e: rustls::pki_types::pem::Error) -> io::
     let lossy = |b: &[u8]| String::from_utf8_lossy(b).trim().to_string();
     match e {
         E::NoItemsFound => invalid(what, format!("no {wanted} block in the PEM text")),
-        E::MissingSectionEnd { end_marker } => invalid(what, format!("a PEM block is not closed (no \"-----END {}-----\" line)", lossy(&end_marker))),
+        E::MissingSectionEnd { end_marker } => {
+            invalid(what, format!("a PEM block is not closed (no \"-----END {}-----\" line)", lossy(&end_marker)))
+        }
         E::IllegalSectionStart { line } => invalid(what, format!("bad PEM line {:?}", lossy(&line))),
         E::Base64Decode(why) => invalid(what, format!("bad base64 in a PEM block: {why}")),
         e => invalid(what, e),
@@ -70,8 +72,7 @@ fn pem_error(what: &str, wanted: &str, e: rustls::pki_types::pem::Error) -> io::
 /// Every certificate in a PEM text (`what` names it in errors). At least
 /// one is required.
 pub fn certs_from_pem(pem: &[u8], what: &str) -> io::Result<Vec<CertificateDer<'static>>> {
-    let certs =
-        CertificateDer::pem_slice_iter(pem).collect::<Result<Vec<_>, _>>().map_err(|e| pem_error(what, "CERTIFICATE", e))?;
+    let certs = CertificateDer::pem_slice_iter(pem).collect::<Result<Vec<_>, _>>().map_err(|e| pem_error(what, "CERTIFICATE", e))?;
     if certs.is_empty() {
         return Err(invalid(what, "no CERTIFICATE block in the PEM text"));
     }
