@@ -113,17 +113,14 @@ pub fn acceptor(file: &Path, t: &TlsSection) -> Result<tls::Acceptor, ConfigErro
     let cert = read(file, "cert", &t.cert)?;
     let key = read(file, "key", &t.key)?;
     let ca = t.client_ca.as_ref().map(|at| read(file, "client_ca", at)).transpose()?;
-    // Check each file alone first, so that the error names its line.
+    // Check each part alone first, so that the error names its line: the
+    // key's PEM, the certificate with it, then the client CA.
     let pem_err = |at: &Located<PathBuf>, e: std::io::Error| err(file, at, format!("[hub.tls] {e} (in {:?})", at.value.display()));
-    tls::certs_from_pem(&cert, "cert").map_err(|e| pem_err(&t.cert, e))?;
     tls::key_from_pem(&key, "key").map_err(|e| pem_err(&t.key, e))?;
+    let mut config = tls::server_config(&cert, &key, None).map_err(|e| pem_err(&t.cert, e))?;
     if let (Some(at), Some(ca)) = (&t.client_ca, &ca) {
-        tls::certs_from_pem(ca, "client_ca").map_err(|e| pem_err(at, e))?;
+        config = tls::server_config(&cert, &key, Some(ca)).map_err(|e| pem_err(at, e))?;
     }
-    let config = tls::server_config(&cert, &key, ca.as_deref()).map_err(|e| {
-        let at = if e.to_string().starts_with("client_ca") { t.client_ca.as_ref().unwrap_or(&t.cert) } else { &t.cert };
-        pem_err(at, e)
-    })?;
     Ok(tls::Acceptor::new(config, ca.is_some()))
 }
 
