@@ -153,7 +153,8 @@ pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
     let mut accepting = JoinSet::new();
     let Bound { unix, tcp, http, websocket, tls } = bound;
     // Every connection on a TLS listener with `client_ca` has shown a
-    // client certificate signed by it.
+    // client certificate signed by it: trusted. The unix socket's trust is
+    // not decided here (its file mode and peers' uids are).
     let certified = tls.as_ref().is_some_and(|a| a.requires_client_cert());
     let listeners: [(Option<Box<dyn Listener>>, bool); 3] =
         [(unix.map(|l| Box::new(l) as _), false), (tcp, certified), (websocket.map(|l| Box::new(l) as _), certified)];
