@@ -12,14 +12,14 @@
 //! every client to present a certificate signed by it (mutual TLS); a
 //! client config may carry one.
 
-use std::io::{self, IoSlice, Read, Write};
+use std::io::{self, BufRead, IoSlice, Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
@@ -272,13 +272,27 @@ impl TlsTransport {
         let fd = self.io.as_raw_fd();
         let mut st = self.state.lock().unwrap();
         loop {
-            let start = buf.len();
-            let room = (buf.capacity() - start).min(READ_CHUNK);
-            buf.resize(start + room, 0);
-            let r = st.conn.reader().read(&mut buf[start..]);
-            buf.truncate(start + *r.as_ref().unwrap_or(&0));
+            // Copied straight from rustls' buffer into the spare capacity.
+            let mut n = 0;
+            let r = loop {
+                let room = (buf.capacity() - buf.len()).min(READ_CHUNK - n);
+                let mut reader = st.conn.reader();
+                match reader.fill_buf() {
+                    Ok([]) => break Ok(()),
+                    Ok(chunk) if room > 0 => {
+                        let take = chunk.len().min(room);
+                        buf.put_slice(&chunk[..take]);
+                        reader.consume(take);
+                        n += take;
+                    }
+                    Ok(_) => break Ok(()),
+                    Err(e) => break Err(e),
+                }
+            };
             match r {
-                Ok(n) => return Ok(n),
+                // Something copied, or a clean close (`close_notify`): end of stream.
+                _ if n > 0 => return Ok(n),
+                Ok(()) => return Ok(0),
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
                 Err(e) if !would_block(&e) => return Err(e),
                 Err(_) => {}
