@@ -10,10 +10,14 @@ TS_TESTEE := node $(CURDIR)/$(TS_DIR)/dist/conformance/testee.js
 
 .PHONY: deps-ts build-ts test-ts conformance-ts
 
-deps-ts: ## Install the TypeScript SDK's npm packages (npm ci; ws for the WebSocket tests on Node 20) and Chromium for its browser tests
+deps-ts: ## Install the TypeScript SDK's npm packages (npm ci; ws for the WebSocket tests on Node 20), Chromium for its browser tests and openssl for its TLS tests' certificates
 	@if [ ! -x "$(CHROMIUM)" ]; then \
 	  echo "== installing Debian's chromium (for the browser test)"; \
 	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
+	fi
+	@if ! command -v openssl >/dev/null; then \
+	  echo "== installing Debian's openssl (certificates for the TLS tests)"; \
+	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y openssl; \
 	fi
 	@if [ ! -f $(TS_DIR)/node_modules/.package-lock.json ] || [ $(TS_DIR)/package-lock.json -nt $(TS_DIR)/node_modules/.package-lock.json ]; then \
 	  cd $(TS_DIR) && $(NPM) ci --no-audit --no-fund; \

@@ -8,3 +8,4 @@ export * from "./browser.js";
 export * as child from "./transport/child.js";
 export * as unix from "./transport/unix.js";
 export * as tcp from "./transport/tcp.js";
+export * as tls from "./transport/tls.js";

@@ -16,15 +16,20 @@ const BIN = process.env.HUBWIRE_BIN ?? fileURLToPath(new URL("../../../rust/targ
 
 /** A running hub; `stop()` ends it (SIGTERM, then SIGKILL) and removes its directory. */
 export interface RunningHub {
-  /** `ws://127.0.0.1:PORT/`, read from the hub's log. */
+  /** `ws://127.0.0.1:PORT/` (or as `startHub`'s `scheme` says), read from the hub's log. */
   url: string;
   /** The hub's stderr so far. */
   log(): string;
   stop(): Promise<void>;
 }
 
-/** Starts a hub with `extra` lines in `[hub]`; resolves once its WebSocket listener has logged its port. */
-export async function startHub(extra = ""): Promise<RunningHub> {
+/**
+ * Starts a hub with `extra` lines in `[hub]` (tables such as `[hub.tls]`
+ * may follow them); resolves once the listener `scheme` (`ws`, `wss`, or
+ * `tls` for a tcp listener with TLS) has logged its port. The `url` is
+ * then `ws://…/`, `wss://…/`, or `HOST:PORT` for `tls`.
+ */
+export async function startHub(extra = "", scheme: "ws" | "wss" | "tls" = "ws"): Promise<RunningHub> {
   const dir = mkdtempSync(join(tmpdir(), "hw-ws-"));
   const config = join(dir, "hubwire.toml");
   const provider = JSON.stringify(join(BIN, "hubwire-test-provider"));
@@ -32,15 +37,15 @@ export async function startHub(extra = ""): Promise<RunningHub> {
   const hub: ChildProcess = spawn(join(BIN, "hubwire"), ["hub", "--config", config], { stdio: ["ignore", "ignore", "pipe"] });
   let log = "";
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the hub logged no WebSocket port within 20 s:\n${log}`)), 20_000);
+    const timer = setTimeout(() => reject(new Error(`the hub logged no ${scheme} port within 20 s:\n${log}`)), 20_000);
     hub.once("error", (e) => reject(new Error(`cannot start ${join(BIN, "hubwire")} (run make build, or set HUBWIRE_BIN): ${e.message}`)));
     hub.once("exit", (code) => reject(new Error(`the hub exited (${code}):\n${log}`)));
     hub.stderr!.setEncoding("utf8").on("data", (s: string) => {
       log += s;
-      const m = /listen=ws:(\S+)/.exec(log);
+      const m = new RegExp(`listen=${scheme}:(\\S+)`).exec(log);
       if (m) {
         clearTimeout(timer);
-        resolve(`ws://${m[1]}/`);
+        resolve(scheme === "tls" ? m[1]! : `${scheme}://${m[1]}/`);
       }
     });
   });

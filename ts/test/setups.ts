@@ -9,8 +9,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { MessageChannel, Worker } from "node:worker_threads";
-import { child, Connection, messageport, Provider, sharedmemory, tcp, testing, unix, type Transport } from "hubwire";
+import { child, Connection, messageport, Provider, sharedmemory, tcp, testing, tls, unix, type Transport } from "hubwire";
 import { behaviourService } from "./fixtures/service.js";
+import { makePki } from "./pki.js";
+
+/** Certificates for the `tls` setup (none without `openssl`: the setup is left out). */
+const PKI = makePki();
 
 /** A connected client, and a way to kill its peer. */
 export interface Setup {
@@ -70,6 +74,17 @@ export const SETUPS: Record<string, () => Promise<Setup>> = {
       const l = await tcp.listen("127.0.0.1:0", on);
       return { dial: () => tcp.connect(l.address), close: () => l.close() };
     }),
+  // Mutual TLS: the client presents a certificate the listener requires.
+  ...(PKI === null
+    ? {}
+    : {
+        tls: () =>
+          inProcess(async (on) => {
+            const l = await tls.listen("127.0.0.1:0", { cert: PKI.serverCert, key: PKI.serverKey, clientCa: PKI.ca }, on);
+            const dial = () => tls.connect(l.address, { ca: PKI.ca, cert: PKI.clientCert, key: PKI.clientKey });
+            return { dial, close: () => l.close() };
+          }),
+      }),
   child: async () => {
     const logs: string[] = [];
     const t = child.spawn(process.execPath, [MAIN], { name: "behaviour", onLog: (line) => logs.push(line) });

@@ -5,10 +5,11 @@
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use hubwire::transport::{tcp, unix};
+use hubwire::transport::{tcp, tls, unix};
 use hubwire::{CallOptions, Codec, Connection, ConnectionOptions, Error, Kind, Payload};
 
 use crate::status::{self, MethodRow, Status};
@@ -20,6 +21,8 @@ pub enum HubAddr {
     Unix(PathBuf),
     /// host:port.
     Tcp(String),
+    /// host:port, over TLS.
+    Tls(String),
 }
 
 impl std::fmt::Display for HubAddr {
@@ -27,21 +30,23 @@ impl std::fmt::Display for HubAddr {
         match self {
             HubAddr::Unix(p) => write!(f, "unix:{}", p.display()),
             HubAddr::Tcp(a) => write!(f, "tcp:{a}"),
+            HubAddr::Tls(a) => write!(f, "tls:{a}"),
         }
     }
 }
 
-/// Parses `unix:PATH`, `tcp:HOST:PORT`, or a bare path.
+/// Parses `unix:PATH`, `tcp:HOST:PORT`, `tls:HOST:PORT`, or a bare path.
 pub fn parse_addr(s: &str) -> HubAddr {
     match s.split_once(':') {
         Some(("unix", p)) => HubAddr::Unix(p.into()),
         Some(("tcp", a)) => HubAddr::Tcp(a.into()),
+        Some(("tls", a)) => HubAddr::Tls(a.into()),
         _ => HubAddr::Unix(s.into()),
     }
 }
 
 /// Finds the hub: `--hub`, then `$HUBWIRE_HUB`, then the config file's
-/// `[hub]` unix (or tcp) listener.
+/// `[hub]` unix (or tcp, which is tls when `[hub.tls]` is set) listener.
 pub fn find_hub(flag: Option<&str>, config: &Path) -> Result<HubAddr, String> {
     if let Some(a) = flag {
         return Ok(parse_addr(a));
@@ -55,13 +60,40 @@ pub fn find_hub(flag: Option<&str>, config: &Path) -> Result<HubAddr, String> {
     let cfg = crate::config::load(config).map_err(|e| e.to_string())?;
     match (cfg.hub.unix, cfg.hub.tcp) {
         (Some(p), _) => Ok(HubAddr::Unix(p.value)),
+        (None, Some(t)) if cfg.hub.tls.is_some() => Ok(HubAddr::Tls(t.value)),
         (None, Some(t)) => Ok(HubAddr::Tcp(t.value)),
         (None, None) => Err(format!("{} has no unix or tcp listener to reach the hub by; pass --hub", config.display())),
     }
 }
 
-/// Dials the hub.
-pub async fn connect(addr: &HubAddr) -> Result<Connection, String> {
+/// What a `tls:` address needs: the CA that signed the hub's certificate,
+/// and a client certificate with its key when the hub asks for one.
+#[derive(Clone, Debug, Default)]
+pub struct TlsFiles {
+    /// CA certificates (PEM).
+    pub ca: Option<PathBuf>,
+    /// Client certificate chain (PEM).
+    pub cert: Option<PathBuf>,
+    /// The client certificate's key (PEM).
+    pub key: Option<PathBuf>,
+}
+
+fn client_tls(f: &TlsFiles) -> Result<Arc<tls::rustls::ClientConfig>, String> {
+    let read = |p: &Path, what: &str| std::fs::read(p).map_err(|e| format!("cannot read the {what} {}: {e}", p.display()));
+    let Some(ca) = &f.ca else {
+        return Err("a tls: hub needs --ca FILE (or HUBWIRE_CA): the CA certificate that signed the hub's".into());
+    };
+    let ca = read(ca, "CA file")?;
+    let identity = match (&f.cert, &f.key) {
+        (Some(c), Some(k)) => Some((read(c, "client certificate")?, read(k, "client key")?)),
+        (None, None) => None,
+        _ => return Err("--cert and --key go together".into()),
+    };
+    tls::client_config(&ca, identity.as_ref().map(|(c, k)| (c.as_slice(), k.as_slice()))).map_err(|e| e.to_string())
+}
+
+/// Dials the hub (`files` is only read for a `tls:` address).
+pub async fn connect(addr: &HubAddr, files: &TlsFiles) -> Result<Connection, String> {
     let config = ConnectionOptions::new("hubwire-cli");
     let hint = "is `hubwire hub` running?";
     let r = match addr {
@@ -70,6 +102,10 @@ pub async fn connect(addr: &HubAddr) -> Result<Connection, String> {
             Err(e) => return Err(format!("cannot reach the hub at {addr}: {e} ({hint})")),
         },
         HubAddr::Tcp(a) => match tcp::connect(a.as_str()).await {
+            Ok(t) => Connection::dial(t, &config).await,
+            Err(e) => return Err(format!("cannot reach the hub at {addr}: {e} ({hint})")),
+        },
+        HubAddr::Tls(a) => match tls::connect(a, client_tls(files)?).await {
             Ok(t) => Connection::dial(t, &config).await,
             Err(e) => return Err(format!("cannot reach the hub at {addr}: {e} ({hint})")),
         },

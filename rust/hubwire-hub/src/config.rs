@@ -71,6 +71,13 @@ pub struct HubSection {
     /// `Host` values the HTTP gateway and the WebSocket listener accept;
     /// empty = `localhost`, `127.0.0.1`, `[::1]` and the listen address.
     pub allowed_hosts: Vec<String>,
+
+    // Transport security (see `tls_config`).
+    /// `[hub.tls]`: the `tcp`, `http` and `websocket` listeners speak TLS.
+    pub tls: Option<crate::tls_config::TlsSection>,
+    /// `allow_insecure = true`: a network listener with neither TLS nor a
+    /// token is allowed on a non-loopback address.
+    pub allow_insecure: bool,
     /// Memory and waiting bounds (`docs/hub.md#limits`).
     pub limits: HubLimits,
 }
@@ -212,6 +219,8 @@ struct HubToml {
     default_deadline: Option<Spanned<String>>,
     log_line_max: Option<Spanned<String>>,
     window: Option<Spanned<i64>>,
+    tls: Option<Spanned<crate::tls_config::TlsToml>>,
+    allow_insecure: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -273,6 +282,7 @@ pub fn parse(text: &str, path: &Path) -> Result<HubConfig, ConfigError> {
     if hub.unix.is_none() && hub.tcp.is_none() && hub.http.is_none() && hub.websocket.is_none() {
         return Err(p.err(None, "[hub] has no listener: set at least one of unix, tcp, http or websocket".into()));
     }
+    crate::tls_config::check_exposure(&hub).map_err(|(line, why)| p.err(Some(line), why))?;
     Ok(HubConfig { file: path.to_path_buf(), hub, providers })
 }
 
@@ -390,6 +400,15 @@ impl Parser<'_> {
             allowed_origins: h.allowed_origins.unwrap_or_default(),
             allowed_hosts: h.allowed_hosts.unwrap_or_default(),
             limits,
+            tls: match h.tls {
+                None => None,
+                Some(t) => {
+                    let line = self.line_of(t.span().start);
+                    let t = crate::tls_config::section(t.into_inner(), line, base, &|o| self.line_of(o));
+                    Some(t.map_err(|(line, why)| self.err(Some(line), why))?)
+                }
+            },
+            allow_insecure: h.allow_insecure.unwrap_or(false),
         })
     }
 

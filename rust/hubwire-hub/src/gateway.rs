@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
+use hubwire::transport::tls;
 use hubwire::{CallOptions, Code, Codec, Connection, Error, Kind, Payload};
 use hyper::body::{Frame, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
@@ -73,8 +74,10 @@ struct Gateway {
     hub: String,
 }
 
-/// Serves HTTP on `listener` until the task is aborted.
-pub async fn serve(listener: tokio::net::TcpListener, conn: Connection, reg: Arc<Registry>, hub: String) {
+/// Serves HTTP on `listener` until the task is aborted; HTTPS when `tls`
+/// is given (each handshake in the connection's own task, within the
+/// acceptor's deadline).
+pub async fn serve(listener: tokio::net::TcpListener, tls: Option<tls::Acceptor>, conn: Connection, reg: Arc<Registry>, hub: String) {
     let gw = Arc::new(Gateway { conn, reg, hub });
     loop {
         let (stream, _) = match listener.accept().await {
@@ -86,15 +89,14 @@ pub async fn serve(listener: tokio::net::TcpListener, conn: Connection, reg: Arc
             }
         };
         let _ = stream.set_nodelay(true);
-        let gw = gw.clone();
+        let (gw, tls) = (gw.clone(), tls.clone());
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| {
-                let gw = gw.clone();
-                async move { Ok::<_, Infallible>(gw.handle(req).await) }
-            });
-            let io = hyper_util::rt::TokioIo::new(stream);
-            if let Err(e) = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await {
-                tracing::debug!("HTTP connection ended: {e}");
+            match tls {
+                None => gw.serve_connection(stream).await,
+                Some(tls) => match tls.accept(stream).await {
+                    Ok(stream) => gw.serve_connection(stream).await,
+                    Err(e) => tracing::info!("HTTPS handshake failed: {e}"),
+                },
             }
         });
     }
@@ -150,6 +152,21 @@ fn to_json(p: &Payload) -> Result<Bytes, String> {
 }
 
 impl Gateway {
+    /// Serves HTTP/1.1 on one connection (plain or TLS) until it ends.
+    async fn serve_connection<S>(self: Arc<Self>, stream: S)
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let service = hyper::service::service_fn(move |req| {
+            let gw = self.clone();
+            async move { Ok::<_, Infallible>(gw.handle(req).await) }
+        });
+        let io = hyper_util::rt::TokioIo::new(stream);
+        if let Err(e) = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await {
+            tracing::debug!("HTTP connection ended: {e}");
+        }
+    }
+
     async fn handle(&self, req: Request<Incoming>) -> Response<Body> {
         let path = req.uri().path().to_string();
         match (req.method(), path.as_str()) {

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hubwire::transport::{self, memory, tcp, unix, Listener};
+use hubwire::transport::{self, memory, tcp, tls, unix, Listener};
 use hubwire::{Connection, ConnectionOptions, Provider, WaitMode};
 use tokio::task::JoinSet;
 
@@ -41,10 +41,13 @@ impl Clients {
         Clients { hub, next: AtomicU64::new(0), live: Mutex::new(HashMap::new()) }
     }
 
-    /// Serves one connection until it closes.
-    async fn serve(self: Arc<Self>, t: transport::DynTransport, config: ConnectionOptions) {
+    /// Serves one connection until it closes. `trusted`: the peer is
+    /// authenticated by the listener itself (a client certificate signed
+    /// by `[hub.tls] client_ca`).
+    async fn serve(self: Arc<Self>, t: transport::DynTransport, config: ConnectionOptions, trusted: bool) {
         let config = config.service(self.hub.for_client());
         let label = t.describe();
+        tracing::debug!(client = %label, trusted, "client connected");
         let conn = match Connection::start(t, &config, false).await {
             Ok(c) => c,
             Err(e) => return tracing::warn!(client = %label, "handshake failed: {e}"),
@@ -71,9 +74,11 @@ impl Clients {
 /// reported like a config error.
 pub struct Bound {
     unix: Option<unix::UnixListener>,
-    tcp: Option<tcp::TcpListener>,
+    tcp: Option<Box<dyn Listener>>,
     http: Option<tokio::net::TcpListener>,
     websocket: Option<WebSocketListener>,
+    /// `[hub.tls]`, shared by the tcp, http and websocket listeners.
+    tls: Option<tls::Acceptor>,
 }
 
 fn in_use(file: &HubConfig, what: &str, at: &Located<String>, e: std::io::Error) -> ConfigError {
@@ -101,9 +106,13 @@ pub async fn bind(cfg: &HubConfig) -> Result<Bound, ConfigError> {
             Some(unix::UnixListener::bind(&at.value).map_err(|e| refused(e.to_string()))?)
         }
     };
-    let tcp = match &h.tcp {
-        None => None,
-        Some(at) => Some(tcp::TcpListener::bind(at.value.as_str()).await.map_err(|e| in_use(cfg, "tcp", at, e))?),
+    let tls = h.tls.as_ref().map(|t| crate::tls_config::acceptor(&cfg.file, t)).transpose()?;
+    let tcp: Option<Box<dyn Listener>> = match (&h.tcp, &tls) {
+        (None, _) => None,
+        (Some(at), None) => Some(Box::new(tcp::TcpListener::bind(at.value.as_str()).await.map_err(|e| in_use(cfg, "tcp", at, e))?)),
+        (Some(at), Some(a)) => {
+            Some(Box::new(tls::TlsListener::bind(at.value.as_str(), a.clone()).await.map_err(|e| in_use(cfg, "tcp", at, e))?))
+        }
     };
     let http = match &h.http {
         None => None,
@@ -113,10 +122,10 @@ pub async fn bind(cfg: &HubConfig) -> Result<Bound, ConfigError> {
         None => None,
         Some(at) => {
             let policy = websocket::Policy { allowed_origins: h.allowed_origins.clone(), allowed_hosts: h.allowed_hosts.clone() };
-            Some(WebSocketListener::bind(at.value.as_str(), policy).await.map_err(|e| in_use(cfg, "websocket", at, e))?)
+            Some(WebSocketListener::bind(at.value.as_str(), policy, tls.clone()).await.map_err(|e| in_use(cfg, "websocket", at, e))?)
         }
     };
-    Ok(Bound { unix, tcp, http, websocket })
+    Ok(Bound { unix, tcp, http, websocket, tls })
 }
 
 /// The service the hub offers its clients: its own methods, and every
@@ -152,19 +161,23 @@ pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
     let serving = upstream.clone();
     let clients = Arc::new(Clients::new(hub_service(&reg, &cfg.hub.name, limits)));
     let mut accepting = JoinSet::new();
-    let Bound { unix, tcp, http, websocket } = bound;
-    let listeners: [Option<Box<dyn Listener>>; 3] =
-        [unix.map(|l| Box::new(l) as _), tcp.map(|l| Box::new(l) as _), websocket.map(|l| Box::new(l) as _)];
-    for l in listeners.into_iter().flatten() {
-        accepting.spawn(accept_loop(l, clients.clone(), serving.clone()));
+    let Bound { unix, tcp, http, websocket, tls } = bound;
+    // Every connection on a TLS listener with `client_ca` has shown a
+    // client certificate signed by it: trusted. The unix socket's trust is
+    // not decided here (its file mode and peers' uids are).
+    let certified = tls.as_ref().is_some_and(|a| a.requires_client_cert());
+    let listeners: [(Option<Box<dyn Listener>>, bool); 3] =
+        [(unix.map(|l| Box::new(l) as _), false), (tcp, certified), (websocket.map(|l| Box::new(l) as _), certified)];
+    for (l, trusted) in listeners.into_iter().filter_map(|(l, t)| Some((l?, t))) {
+        accepting.spawn(accept_loop(l, clients.clone(), serving.clone(), trusted));
     }
     if let Some(l) = http {
         // The gateway is one more client, over an in-memory connection.
         let (ours, theirs) = memory::pair();
-        tokio::spawn(clients.clone().serve(Arc::new(theirs), serving.clone()));
+        tokio::spawn(clients.clone().serve(Arc::new(theirs), serving.clone(), false));
         let conn = Connection::dial(ours, &ConnectionOptions::new("http-gateway")).await.map_err(std::io::Error::other)?;
         tracing::info!(listen = %l.local_addr()?, "HTTP gateway");
-        accepting.spawn(crate::gateway::serve(l, conn, reg.clone(), cfg.hub.name.clone()));
+        accepting.spawn(crate::gateway::serve(l, tls, conn, reg.clone(), cfg.hub.name.clone()));
     }
     tracing::info!(config = %cfg.file.display(), providers = cfg.providers.len(), "hub started");
 
@@ -182,12 +195,12 @@ pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
     Ok(())
 }
 
-async fn accept_loop(listener: Box<dyn Listener>, clients: Arc<Clients>, config: ConnectionOptions) {
+async fn accept_loop(listener: Box<dyn Listener>, clients: Arc<Clients>, config: ConnectionOptions, trusted: bool) {
     tracing::info!(listen = %listener.describe(), "accepting clients");
     loop {
         match transport::accept(listener.as_ref()).await {
             Ok(t) => {
-                tokio::spawn(clients.clone().serve(t, config.clone()));
+                tokio::spawn(clients.clone().serve(t, config.clone(), trusted));
             }
             Err(e) => {
                 // Out of descriptors, usually: wait instead of spinning.

@@ -13,6 +13,7 @@
 //! | [`hub`] | the daemon: listeners, client connections, orderly shutdown on SIGTERM |
 //! | [`gateway`] | the HTTP/JSON gateway |
 //! | [`websocket`] | the WebSocket listener, for browsers (its pump: `websocket_pump`) |
+//! | [`tls_config`] | `[hub.tls]` (TLS, client certificates) and the refusal of an unprotected network listener |
 //! | [`http_guard`] | the `Origin` and `Host` checks for browsers |
 //! | [`status`] | `hubwire status` and `hubwire list` data, served as the hub's own methods |
 //! | [`metrics`] | per-replica counters and latency histograms |
@@ -38,5 +39,6 @@ pub mod registry;
 pub mod route;
 pub mod status;
 pub mod supervise;
+pub mod tls_config;
 pub mod websocket;
 mod websocket_pump;

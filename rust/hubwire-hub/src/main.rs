@@ -70,12 +70,21 @@ enum Command {
 
 #[derive(clap::Args)]
 struct HubFlags {
-    /// The hub: unix:PATH or tcp:HOST:PORT (default: $HUBWIRE_HUB, else the unix listener of --config).
+    /// The hub: unix:PATH, tcp:HOST:PORT or tls:HOST:PORT (default: $HUBWIRE_HUB, else the unix listener of --config).
     #[arg(long)]
     hub: Option<String>,
     /// The config file to find the hub's address in.
     #[arg(long, short, default_value = "hubwire.toml")]
     config: PathBuf,
+    /// For a tls: hub, the CA certificate (PEM) that signed the hub's certificate.
+    #[arg(long, env = "HUBWIRE_CA", value_name = "FILE")]
+    ca: Option<PathBuf>,
+    /// For a tls: hub that wants client certificates: ours (PEM), with --key.
+    #[arg(long, value_name = "FILE", requires = "key")]
+    cert: Option<PathBuf>,
+    /// The key (PEM) of --cert.
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    key: Option<PathBuf>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -101,6 +110,11 @@ fn main() -> ExitCode {
                 }
             };
             if check {
+                // The PEM files of [hub.tls], read as the hub reads them when it binds.
+                if let Some(Err(e)) = cfg.hub.tls.as_ref().map(|t| hubwire_hub::tls_config::acceptor(&cfg.file, t)) {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
                 println!("{}: ok ({} providers)", path.display(), cfg.providers.len());
                 return ExitCode::SUCCESS;
             }
@@ -138,7 +152,8 @@ where
 {
     let r = rt.block_on(async {
         let addr = cli::find_hub(flags.hub.as_deref(), &flags.config)?;
-        let conn = cli::connect(&addr).await?;
+        let files = cli::TlsFiles { ca: flags.ca.clone(), cert: flags.cert.clone(), key: flags.key.clone() };
+        let conn = cli::connect(&addr, &files).await?;
         f(conn).await
     });
     match r {

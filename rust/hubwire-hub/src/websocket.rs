@@ -22,7 +22,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::BytesMut;
-use hubwire::transport::{memory, DynTransport, Listener, Transport};
+use hubwire::transport::{memory, tls, DynTransport, Listener, Transport};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
@@ -62,19 +62,24 @@ pub struct Policy {
 /// hub already took.
 pub struct WebSocketListener {
     local: SocketAddr,
+    /// `ws` or, over TLS, `wss`.
+    scheme: &'static str,
     ready: Mutex<mpsc::Receiver<DynTransport>>,
     upgrading: tokio::task::JoinHandle<()>,
 }
 
 impl WebSocketListener {
     /// Binds `addr` (`host:port`; port 0 picks a free port) and starts
-    /// upgrading the connections that arrive, under `policy`.
-    pub async fn bind(addr: &str, policy: Policy) -> io::Result<WebSocketListener> {
+    /// upgrading the connections that arrive, under `policy`; over TLS
+    /// (`wss:`) when `tls` is given, the handshake counting against
+    /// [`UPGRADE_TIMEOUT`].
+    pub async fn bind(addr: &str, policy: Policy, tls: Option<tls::Acceptor>) -> io::Result<WebSocketListener> {
         let tcp = tokio::net::TcpListener::bind(addr).await?;
         let local = tcp.local_addr()?;
         let (tx, rx) = mpsc::channel(READY_QUEUE);
-        let upgrading = tokio::spawn(upgrade_loop(tcp, local, Arc::new(policy), tx));
-        Ok(WebSocketListener { local, ready: Mutex::new(rx), upgrading })
+        let scheme = if tls.is_some() { "wss" } else { "ws" };
+        let upgrading = tokio::spawn(upgrade_loop(tcp, local, Arc::new(policy), tls, tx));
+        Ok(WebSocketListener { local, scheme, ready: Mutex::new(rx), upgrading })
     }
 
     /// The bound address.
@@ -99,7 +104,7 @@ impl Listener for WebSocketListener {
     }
 
     fn describe(&self) -> String {
-        format!("ws:{}", self.local)
+        format!("{}:{}", self.scheme, self.local)
     }
 }
 
@@ -107,7 +112,13 @@ impl Listener for WebSocketListener {
 /// [`MAX_UPGRADING`] at once, each within [`UPGRADE_TIMEOUT`]. This is the
 /// one place a WebSocket connection enters the hub before the hub's own
 /// accept loop takes it as a [`Transport`].
-async fn upgrade_loop(tcp: tokio::net::TcpListener, listen: SocketAddr, policy: Arc<Policy>, ready: mpsc::Sender<DynTransport>) {
+async fn upgrade_loop(
+    tcp: tokio::net::TcpListener,
+    listen: SocketAddr,
+    policy: Arc<Policy>,
+    tls: Option<tls::Acceptor>,
+    ready: mpsc::Sender<DynTransport>,
+) {
     let permits = Arc::new(Semaphore::new(MAX_UPGRADING));
     let mut upgrading = JoinSet::new();
     loop {
@@ -122,10 +133,10 @@ async fn upgrade_loop(tcp: tokio::net::TcpListener, listen: SocketAddr, policy: 
                 continue;
             }
         };
-        let (policy, ready) = (policy.clone(), ready.clone());
+        let (policy, tls, ready) = (policy.clone(), tls.clone(), ready.clone());
         upgrading.spawn(async move {
             let _permit = permit;
-            match tokio::time::timeout(UPGRADE_TIMEOUT, upgrade(stream, peer, listen, &policy)).await {
+            match tokio::time::timeout(UPGRADE_TIMEOUT, upgrade(stream, peer, listen, &policy, tls.as_ref())).await {
                 Ok(Ok(t)) => {
                     let _ = ready.send(Arc::new(t)).await;
                 }
@@ -145,14 +156,26 @@ fn ws_config() -> WebSocketConfig {
     WebSocketConfig::default().max_message_size(Some(MAX_MESSAGE)).max_frame_size(Some(MAX_MESSAGE))
 }
 
-/// Checks the upgrade request and completes the handshake.
+/// Runs the TLS handshake (when `tls`), then checks the upgrade request
+/// and completes the WebSocket handshake.
 async fn upgrade(
     stream: tokio::net::TcpStream,
     peer: SocketAddr,
     listen: SocketAddr,
     policy: &Policy,
+    tls: Option<&tls::Acceptor>,
 ) -> Result<WebSocketTransport, WsError> {
     stream.set_nodelay(true)?;
+    match tls {
+        None => upgrade_stream(stream, format!("ws:{peer}"), listen, policy).await,
+        Some(a) => upgrade_stream(a.accept(stream).await?, format!("wss:{peer}"), listen, policy).await,
+    }
+}
+
+async fn upgrade_stream<S>(stream: S, label: String, listen: SocketAddr, policy: &Policy) -> Result<WebSocketTransport, WsError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     // The callback's type is tungstenite's: its error is the HTTP answer.
     #[allow(clippy::result_large_err)]
     let check = |req: &Request, mut resp: Response| -> Result<Response, ErrorResponse> {
@@ -165,7 +188,7 @@ async fn upgrade(
         Ok(resp)
     };
     let ws = tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(ws_config())).await?;
-    Ok(WebSocketTransport::start(ws, format!("ws:{peer}")))
+    Ok(WebSocketTransport::start(ws, label))
 }
 
 /// `Host`, then `Origin` (403), then the subprotocol (400): the status to

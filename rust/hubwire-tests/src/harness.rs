@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hubwire::transport::{self, child, tcp, unix};
+use hubwire::transport::{self, child, tcp, tls, unix};
 use hubwire::{testing, Connection, ConnectionOptions, WaitMode};
 
 /// Which transport (and waiting mode) a harness uses.
@@ -18,6 +18,9 @@ pub enum Setup {
     UnixLowLatency,
     /// TCP on loopback, provider in this process.
     Tcp,
+    /// TLS on loopback with a client certificate (mutual TLS), provider in
+    /// this process.
+    Tls,
     /// The provider as a child process on a socketpair.
     Child,
 }
@@ -89,6 +92,20 @@ impl Harness {
                 let (c, s) = tokio::join!(async { Connection::dial(tcp::connect(addr).await.unwrap(), &client_cfg).await }, async {
                     Connection::start(transport::accept(&listener).await.unwrap(), &server_cfg, false).await
                 });
+                (c.unwrap(), Peer::InProcess(Some(s.unwrap())), None)
+            }
+            Setup::Tls => {
+                let server_cfg = crate::provider_config().wait(wait).service(crate::provider());
+                let pki = crate::pki::TestPki::new("behaviour");
+                let server = tls::server_config(pki.server.cert.as_bytes(), pki.server.key.as_bytes(), Some(pki.ca.as_bytes())).unwrap();
+                let listener = tls::TlsListener::bind("127.0.0.1:0", tls::Acceptor::new(server, true)).await.unwrap();
+                let addr = listener.local_addr().to_string();
+                let identity = Some((pki.client.cert.as_bytes(), pki.client.key.as_bytes()));
+                let client = tls::client_config(pki.ca.as_bytes(), identity).unwrap();
+                let (c, s) =
+                    tokio::join!(async { Connection::dial(tls::connect(&addr, client).await.unwrap(), &client_cfg).await }, async {
+                        Connection::start(transport::accept(&listener).await.unwrap(), &server_cfg, false).await
+                    });
                 (c.unwrap(), Peer::InProcess(Some(s.unwrap())), None)
             }
             Setup::Child => {

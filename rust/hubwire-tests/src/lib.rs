@@ -3,9 +3,11 @@
 //! ([`provider`]), and [`harness`], which connects a client to it over each
 //! transport. The same provider runs in-process (memory, Unix, TCP) and as
 //! a child process (`src/bin/behaviour-provider.rs`), so a case cannot tell
-//! which transport it runs on.
+//! which transport it runs on. [`pki`] makes throwaway certificates for the
+//! TLS transport (here and in the hub's tests).
 
 pub mod harness;
+pub mod pki;
 
 use std::collections::HashMap;
 use std::sync::Mutex;

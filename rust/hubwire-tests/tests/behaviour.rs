@@ -349,6 +349,7 @@ macro_rules! suite {
         transport_suite!(unix, Setup::Unix, [$($case),*]);
         transport_suite!(unix_low_latency, Setup::UnixLowLatency, [$($case),*]);
         transport_suite!(tcp, Setup::Tcp, [$($case),*]);
+        transport_suite!(tls, Setup::Tls, [$($case),*]);
         transport_suite!(child, Setup::Child, [$($case),*]);
     };
 }

@@ -1,6 +1,6 @@
 /**
  * A transport over a Node stream socket: the one implementation behind
- * the Unix socket, TCP and child-process transports (as `fd.rs` is in
+ * the Unix socket, TCP, TLS and child-process transports (as `fd.rs` is in
  * the Rust core). Sockets are half-open, so a GOAWAY can still go out
  * after the peer's end of stream.
  */

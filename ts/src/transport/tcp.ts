@@ -15,7 +15,8 @@ export function parseAddress(address: string): { host: string; port: number } {
   return { host: address.slice(0, i).replace(/^\[(.*)\]$/, "$1"), port };
 }
 
-function formatAddress(host: string, port: number): string {
+/** `host:port`, with an IPv6 host in brackets. */
+export function formatAddress(host: string, port: number): string {
   return host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
 }
 

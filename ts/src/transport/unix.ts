@@ -40,10 +40,12 @@ export function bind(
   describe: (s: net.Socket) => string,
   address: () => string,
   setup?: (s: net.Socket) => void,
+  event: "connection" | "secureConnection" = "connection",
 ): Promise<Listener> {
   let onTransport: OnTransport | null = null;
   let waiting: Transport[] = [];
-  server.on("connection", (s) => {
+  // `secureConnection` for a TLS server: the socket once its handshake is done.
+  server.on(event, (s: net.Socket) => {
     setup?.(s);
     const t = new SocketTransport(s, describe(s));
     if (onTransport !== null) onTransport(t);

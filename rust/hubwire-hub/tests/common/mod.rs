@@ -72,15 +72,24 @@ impl Hub {
     }
 
     /// The address a listener configured on port 0 was given, from the
-    /// hub's log line `<message> listen=[tcp:]HOST:PORT`. Port 0 rather than
+    /// hub's log line `<message> listen=[tcp:|tls:]HOST:PORT`. Port 0 rather than
     /// a port chosen and released by the test: between the two, any
     /// outgoing connection on the machine may take it.
+    /// Each listener logs its line from its own task, which may run after
+    /// the hub said it started: the log is read again for up to 10 s.
     pub fn listening(&self, message: &str) -> String {
-        let log = self.log();
-        let line = log.lines().find(|l| l.contains(message) && l.contains("listen="));
-        let at = line.and_then(|l| l.split("listen=").nth(1)).and_then(|a| a.split_whitespace().next());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let (log, at) = loop {
+            let log = self.log();
+            let line = log.lines().find(|l| l.contains(message) && l.contains("listen="));
+            let at = line.and_then(|l| l.split("listen=").nth(1)).and_then(|a| a.split_whitespace().next()).map(str::to_string);
+            if at.is_some() || Instant::now() >= deadline {
+                break (log, at);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
         let at = at.unwrap_or_else(|| panic!("no {message:?} line with listen= in the hub's log:\n{log}"));
-        at.trim_start_matches("tcp:").to_string()
+        at.trim_start_matches("tcp:").trim_start_matches("tls:").to_string()
     }
 
     /// A new client connection. Refused connections are retried for a

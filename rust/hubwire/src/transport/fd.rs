@@ -49,7 +49,7 @@ fn recv(fd: RawFd, buf: &mut BytesMut) -> io::Result<usize> {
     Ok(n as usize)
 }
 
-fn send(fd: RawFd, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+pub(super) fn send(fd: RawFd, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
     // SAFETY: IoSlice is ABI-compatible with iovec; msghdr is zeroed and
     // only points at `bufs` for the duration of the call.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };

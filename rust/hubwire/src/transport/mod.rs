@@ -13,13 +13,16 @@
 //! | [`child`] | a child process, over a socketpair on fd 3 | [`memory`] |
 //! | [`unix`] | a Unix socket path | [`memory`] |
 //! | [`tcp`] | `host:port` | [`memory`] |
+//! | [`tls`] | `host:port`, encrypted (rustls) | [`memory`] |
 //!
-//! [`fd`] is the one implementation behind `child`, `unix` and `tcp`.
+//! [`fd`] is the one implementation behind `child`, `unix` and `tcp`;
+//! [`tls`] reads and writes the same kind of socket through rustls.
 
 pub mod child;
 pub mod fd;
 pub mod memory;
 pub mod tcp;
+pub mod tls;
 pub mod unix;
 
 use std::io::{self, IoSlice};
