@@ -62,7 +62,7 @@ pub struct Policy {
 /// hub already took.
 pub struct WebSocketListener {
     local: SocketAddr,
-    ready: Mutex<mpsc::Receiver<DynTransport>>,
+    ready: Mutex<mpsc::Receiver<(DynTransport, SocketAddr)>>,
     upgrading: tokio::task::JoinHandle<()>,
 }
 
@@ -83,6 +83,22 @@ impl WebSocketListener {
     }
 }
 
+impl WebSocketListener {
+    /// The next upgraded connection and the address it came from (for
+    /// the hub's per-peer connection limit).
+    pub async fn accept(&self) -> io::Result<(DynTransport, SocketAddr)> {
+        std::future::poll_fn(|cx| self.poll_next(cx)).await
+    }
+
+    fn poll_next(&self, cx: &mut Context<'_>) -> Poll<io::Result<(DynTransport, SocketAddr)>> {
+        match self.ready.lock().unwrap().poll_recv(cx) {
+            Poll::Ready(Some(x)) => Poll::Ready(Ok(x)),
+            Poll::Ready(None) => Poll::Ready(Err(io::Error::other("the WebSocket listener stopped"))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
 impl Drop for WebSocketListener {
     fn drop(&mut self) {
         self.upgrading.abort();
@@ -91,11 +107,7 @@ impl Drop for WebSocketListener {
 
 impl Listener for WebSocketListener {
     fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<DynTransport>> {
-        match self.ready.lock().unwrap().poll_recv(cx) {
-            Poll::Ready(Some(t)) => Poll::Ready(Ok(t)),
-            Poll::Ready(None) => Poll::Ready(Err(io::Error::other("the WebSocket listener stopped"))),
-            Poll::Pending => Poll::Pending,
-        }
+        self.poll_next(cx).map_ok(|(t, _)| t)
     }
 
     fn describe(&self) -> String {
@@ -107,7 +119,12 @@ impl Listener for WebSocketListener {
 /// [`MAX_UPGRADING`] at once, each within [`UPGRADE_TIMEOUT`]. This is the
 /// one place a WebSocket connection enters the hub before the hub's own
 /// accept loop takes it as a [`Transport`].
-async fn upgrade_loop(tcp: tokio::net::TcpListener, listen: SocketAddr, policy: Arc<Policy>, ready: mpsc::Sender<DynTransport>) {
+async fn upgrade_loop(
+    tcp: tokio::net::TcpListener,
+    listen: SocketAddr,
+    policy: Arc<Policy>,
+    ready: mpsc::Sender<(DynTransport, SocketAddr)>,
+) {
     let permits = Arc::new(Semaphore::new(MAX_UPGRADING));
     let mut upgrading = JoinSet::new();
     loop {
@@ -127,7 +144,7 @@ async fn upgrade_loop(tcp: tokio::net::TcpListener, listen: SocketAddr, policy: 
             let _permit = permit;
             match tokio::time::timeout(UPGRADE_TIMEOUT, upgrade(stream, peer, listen, &policy)).await {
                 Ok(Ok(t)) => {
-                    let _ = ready.send(Arc::new(t)).await;
+                    let _ = ready.send((Arc::new(t), peer)).await;
                 }
                 Ok(Err(WsError::Http(resp))) => {
                     let why = String::from_utf8_lossy(resp.body().as_deref().unwrap_or_default());
