@@ -157,6 +157,13 @@ fn hub_service(reg: &Arc<Registry>, name: &str) -> HubService {
 pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
     // Before any child exists, so that a SIGTERM from here on is a clean stop.
     let mut signals = Signals::install()?;
+    tracing::info!("{}", crate::process::raise_nofile());
+    // Orphaned descendants of providers come to us, to be ended with the
+    // hub (the children themselves also get PR_SET_PDEATHSIG, for when
+    // the hub is killed).
+    if let Err(e) = crate::process::become_subreaper() {
+        tracing::warn!("cannot become a child subreaper ({e}): a provider's orphaned descendants may outlive the hub");
+    }
     let reg = Arc::new(Registry::new(&cfg.providers));
     let wait = if cfg.hub.low_latency { WaitMode::low_latency() } else { WaitMode::Efficient };
     let upstream = ConnectionOptions::new(cfg.hub.name.clone()).wait(wait);

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use hubwire_hub::{cli, config, hub, logs, process, trust};
+use hubwire_hub::{cli, config, hub, logs, trust};
 
 #[derive(Parser)]
 #[command(name = "hubwire", version, about = "A polyglot RPC hub: supervises providers and routes calls to them")]
@@ -116,13 +116,6 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             logs::init(log_format);
-            tracing::info!("{}", process::raise_nofile());
-            // Orphaned descendants of providers come to us, to be ended
-            // with the hub (the children themselves also get
-            // PR_SET_PDEATHSIG, for when the hub is killed).
-            if let Err(e) = process::become_subreaper() {
-                tracing::warn!("cannot become a child subreaper ({e}): a provider's orphaned descendants may outlive the hub");
-            }
             rt.block_on(async {
                 let bound = match hub::bind(&cfg).await {
                     Ok(b) => b,
