@@ -52,8 +52,8 @@ impl Hub {
         let dir = temp_dir();
         let config = format!("[hub]\nunix = \"hub.sock\"\n{hub_extra}\n{}", providers.replace("{provider}", PROVIDER));
         std::fs::write(dir.join("hubwire.toml"), config).unwrap();
-    // Whatever the umask: a config others could write is refused.
-    std::fs::set_permissions(dir.join("hubwire.toml"), std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        // Whatever the umask: a config others could write is refused.
+        std::fs::set_permissions(dir.join("hubwire.toml"), std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
         let child = Command::new(HUB)
             .arg("hub")
             .arg("--config")
