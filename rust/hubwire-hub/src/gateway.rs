@@ -121,12 +121,7 @@ pub async fn serve(listener: tokio::net::TcpListener, conn: Connection, settings
             Ok(t) => t,
             Err(why) => {
                 tracing::debug!(client = %format!("http:{peer}"), "refused: {why}");
-                // A fresh socket's send buffer is empty: this never blocks.
-                let answer = format!(
-                    "HTTP/1.1 429 Too Many Requests\r\nconnection: close\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{why}\n",
-                    why.len() + 1
-                );
-                let _ = stream.try_write(answer.as_bytes());
+                refuse(stream, &why);
                 continue;
             }
         };
@@ -149,6 +144,28 @@ pub async fn serve(listener: tokio::net::TcpListener, conn: Connection, settings
                 tracing::debug!("HTTP connection ended: {e}");
             }
         });
+    }
+}
+
+/// Answers a connection over the limits `429` and closes it, never
+/// waiting: a fresh socket's send buffer is empty, so the answer goes in
+/// one non-blocking write. What the client already sent is read and
+/// dropped first, so that the close is not a reset that could destroy the
+/// answer before the client reads it (as `admit::refuse` does).
+fn refuse(stream: tokio::net::TcpStream, why: &str) {
+    let answer = format!(
+        "HTTP/1.1 429 Too Many Requests\r\nconnection: close\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{why}\n",
+        why.len() + 1
+    );
+    let mut sink = [0u8; 4096];
+    for _ in 0..16 {
+        if !matches!(stream.try_read(&mut sink), Ok(n) if n > 0) {
+            break;
+        }
+    }
+    let _ = stream.try_write(answer.as_bytes());
+    if let Ok(s) = stream.into_std() {
+        let _ = s.shutdown(std::net::Shutdown::Write);
     }
 }
 
