@@ -13,6 +13,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 config=${HUBWIRE_DEMO_CONFIG:-$root/examples/hubwire.toml}
 export PATH="$bin:$PATH"
 sock=$(dirname "$config")/hubwire.sock
+# The hub refuses a config others could change (docs/security.md); a clone
+# made under umask 002 leaves it group-writable.
+chmod go-w "$config"
 # The gateway's port, from the config's [hub] http line. Port 0 lets the hub
 # pick a free one (as `make test-demo` does, so that no other process can
 # take the port between choosing it and binding it); it is then read from the
@@ -39,7 +42,7 @@ run() { printf '$ %s\n' "$*"; "$@"; }
 # speaks HTTP/1.0, so streamed answers come unchunked.
 http() {
   local method=$1 path=$2 body=${3:-}
-  printf '$ curl -s -X %s localhost:%s%s%s\n' "$method" "$http_port" "$path" "${body:+ -d '$body'}"
+  printf '$ curl -s -X %s localhost:%s%s%s\n' "$method" "$http_port" "$path" "${body:+ -H 'Content-Type: application/json' -d '$body'}"
   exec 5<>"/dev/tcp/127.0.0.1/$http_port"
   printf '%s %s HTTP/1.0\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' \
     "$method" "$path" "${#body}" "$body" >&5

@@ -33,7 +33,10 @@ export async function startHub(extra = "", scheme: "ws" | "wss" | "tls" = "ws"):
   const dir = mkdtempSync(join(tmpdir(), "hw-ws-"));
   const config = join(dir, "hubwire.toml");
   const provider = JSON.stringify(join(BIN, "hubwire-test-provider"));
-  writeFileSync(config, `[hub]\nwebsocket = "127.0.0.1:0"\n${extra}\n[[provider]]\nname = "rust"\nexec = [${provider}]\n`);
+  writeFileSync(config, `[hub]\nwebsocket = "127.0.0.1:0"\n${extra}\n[[provider]]\nname = "rust"\nexec = [${provider}]\n`, {
+    // The hub refuses a config others could write, whatever the umask.
+    mode: 0o600,
+  });
   const hub: ChildProcess = spawn(join(BIN, "hubwire"), ["hub", "--config", config], { stdio: ["ignore", "ignore", "pipe"] });
   let log = "";
   const url = await new Promise<string>((resolve, reject) => {

@@ -13,6 +13,7 @@ use hubwire::transport::{tcp, tls, unix};
 use hubwire::{CallOptions, Codec, Connection, ConnectionOptions, Error, Kind, Payload};
 
 use crate::status::{self, MethodRow, Status};
+use crate::terminal::printable;
 
 /// Where the hub listens, as given on the command line or found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -125,20 +126,22 @@ pub struct CallArgs {
     pub timeout: Option<Duration>,
 }
 
+/// An error for the terminal: the message and detail come from peers, so
+/// their control characters are escaped.
 fn describe(e: &Error) -> String {
     let detail = e.detail().map(|p| format!(" {}", String::from_utf8_lossy(&p.bytes))).unwrap_or_default();
-    format!("{}: {}{detail}", e.code().name(), e.message())
+    printable(&format!("{}: {}{detail}", e.code().name(), e.message())).into_owned()
 }
 
 fn pretty(p: &Payload) -> String {
     match p.codec {
         Codec::Json => serde_json::from_slice::<serde_json::Value>(&p.bytes)
             .map(|v| serde_json::to_string(&v).unwrap_or_default())
-            .unwrap_or_else(|_| String::from_utf8_lossy(&p.bytes).into()),
+            .unwrap_or_else(|_| printable(&String::from_utf8_lossy(&p.bytes)).into_owned()),
         Codec::Msgpack => {
             rmp_serde::from_slice::<serde_json::Value>(&p.bytes).map(|v| v.to_string()).unwrap_or_else(|e| format!("<msgpack: {e}>"))
         }
-        Codec::Raw => String::from_utf8_lossy(&p.bytes).into(),
+        Codec::Raw => printable(&String::from_utf8_lossy(&p.bytes)).into_owned(),
     }
 }
 
@@ -235,11 +238,14 @@ pub async fn list(conn: &Connection, as_json: bool) -> Result<(), String> {
         println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default());
         return Ok(());
     }
-    let w = |f: fn(&MethodRow) -> usize, min: usize| rows.iter().map(f).max().unwrap_or(0).max(min);
-    let (wn, wk, wp) = (w(|r| r.name.len(), 6), w(|r| r.kind.len(), 4), w(|r| r.provider.len(), 8));
+    // Every cell came from a peer: shown with control characters escaped.
+    let cells: Vec<[String; 4]> =
+        rows.iter().map(|r| [&r.name, &r.kind, &r.provider, r.doc.as_deref().unwrap_or("-")].map(|c| printable(c).into_owned())).collect();
+    let w = |i: usize, min: usize| cells.iter().map(|c| c[i].chars().count()).max().unwrap_or(0).max(min);
+    let (wn, wk, wp) = (w(0, 6), w(1, 4), w(2, 8));
     println!("{:<wn$}  {:<wk$}  {:<wp$}  DESCRIPTION", "METHOD", "KIND", "PROVIDER");
-    for r in &rows {
-        println!("{:<wn$}  {:<wk$}  {:<wp$}  {}", r.name, r.kind, r.provider, r.doc.as_deref().unwrap_or("-"));
+    for [name, kind, provider, doc] in &cells {
+        println!("{name:<wn$}  {kind:<wk$}  {provider:<wp$}  {doc}");
     }
     if rows.is_empty() {
         println!("(no methods yet: no provider has finished its handshake)");

@@ -80,6 +80,8 @@ pub struct HubSection {
     pub allow_insecure: bool,
     /// Memory and waiting bounds (`docs/hub.md#limits`).
     pub limits: HubLimits,
+    /// Connection limits, timeouts and who may use the Unix socket.
+    pub access: Access,
 }
 
 /// `[hub]` keys that bound memory and waiting (`docs/hub.md#limits`).
@@ -123,6 +125,33 @@ impl Default for HubLimits {
     }
 }
 
+/// `[hub]` keys on connections and local trust: how many, how long, and
+/// who may use the Unix socket (`docs/hub.md`, "Who can reach the hub").
+#[derive(Debug, Clone)]
+pub struct Access {
+    /// Client connections at once, every listener together (HTTP too).
+    pub max_connections: usize,
+    /// Client connections at once per peer: per uid on the Unix socket,
+    /// per IP address on TCP, HTTP and WebSocket.
+    pub max_connections_per_peer: usize,
+    /// How long a new connection has to complete its HELLO.
+    pub handshake_timeout: Duration,
+    /// A connection with no call in flight that sends nothing for this
+    /// long gets GOAWAY and is closed.
+    pub idle_timeout: Duration,
+    /// How long the HTTP gateway waits for a request's head.
+    pub http_header_timeout: Duration,
+    /// How long the HTTP gateway waits for a request's whole body.
+    pub http_body_timeout: Duration,
+    /// The Unix socket's permission bits, whatever the umask.
+    pub unix_mode: u32,
+    /// The Unix socket's group (a gid), when set.
+    pub unix_group: Option<u32>,
+    /// The uids that may use the Unix socket; `None`: the hub's own uid
+    /// and root for an owner-only mode, anyone the mode lets in otherwise.
+    pub allow_uids: Option<Vec<u32>>,
+}
+
 /// A value and the line it was written on (for errors found later, such
 /// as a port in use).
 #[derive(Debug, Clone)]
@@ -142,6 +171,9 @@ pub enum Launch {
         argv: Vec<String>,
         /// Extra environment.
         env: BTreeMap<String, String>,
+        /// Variables passed on from the hub's environment (when set), on
+        /// top of the minimal one every provider gets.
+        env_pass: Vec<String>,
         /// Working directory.
         dir: Option<PathBuf>,
     },
@@ -221,6 +253,16 @@ struct HubToml {
     window: Option<Spanned<i64>>,
     tls: Option<Spanned<crate::tls_config::TlsToml>>,
     allow_insecure: Option<bool>,
+    // Connections and local trust (`Access`).
+    max_connections: Option<Spanned<i64>>,
+    max_connections_per_peer: Option<Spanned<i64>>,
+    handshake_timeout: Option<Spanned<String>>,
+    idle_timeout: Option<Spanned<String>>,
+    http_header_timeout: Option<Spanned<String>>,
+    http_body_timeout: Option<Spanned<String>>,
+    unix_mode: Option<Spanned<String>>,
+    unix_group: Option<Spanned<String>>,
+    allow_uids: Option<Spanned<Vec<i64>>>,
 }
 
 #[derive(Deserialize)]
@@ -229,6 +271,7 @@ struct ProviderToml {
     name: Option<Spanned<String>>,
     exec: Option<Spanned<Vec<String>>>,
     env: Option<BTreeMap<String, String>>,
+    env_pass: Option<Vec<String>>,
     dir: Option<String>,
     dial: Option<Spanned<String>>,
     replicas: Option<Spanned<i64>>,
@@ -380,6 +423,7 @@ impl Parser<'_> {
     fn hub(&self, hub: Option<Spanned<HubToml>>, base: &Path) -> Result<HubSection, ConfigError> {
         let mut h = hub.map(Spanned::into_inner).unwrap_or_default();
         let limits = self.limits(&mut h)?;
+        let access = self.access(&mut h)?;
         let low_latency = match &h.wait {
             None => false,
             Some(w) => match w.get_ref().as_str() {
@@ -409,6 +453,56 @@ impl Parser<'_> {
                 }
             },
             allow_insecure: h.allow_insecure.unwrap_or(false),
+            access,
+        })
+    }
+
+    /// The `Access` keys, taken out of `h`.
+    fn access(&self, h: &mut HubToml) -> Result<Access, ConfigError> {
+        const MANY: i64 = 1_000_000;
+        let unix_mode = match h.unix_mode.take() {
+            None => 0o600,
+            Some(m) => match u32::from_str_radix(m.get_ref().trim_start_matches("0o"), 8) {
+                Ok(mode) if mode <= 0o777 && mode & 0o600 == 0o600 => mode,
+                _ => {
+                    return Err(self.err(
+                        self.at(&m),
+                        format!(
+                            "unix_mode = {:?}: expected octal permission bits with owner read and write, like \"0600\" or \"0660\"",
+                            m.get_ref()
+                        ),
+                    ))
+                }
+            },
+        };
+        let unix_group = match h.unix_group.take() {
+            None => None,
+            Some(g) => Some(
+                crate::trust::group_id(g.get_ref())
+                    .ok_or_else(|| self.err(self.at(&g), format!("unix_group = {:?}: no such group", g.get_ref())))?,
+            ),
+        };
+        let allow_uids = match h.allow_uids.take() {
+            None => None,
+            Some(list) => {
+                let at = self.at(&list);
+                let uids = list.into_inner();
+                if let Some(bad) = uids.iter().find(|u| !(0..=i64::from(u32::MAX - 1)).contains(*u)) {
+                    return Err(self.err(at, format!("allow_uids: {bad} is not a uid")));
+                }
+                Some(uids.into_iter().map(|u| u as u32).collect())
+            }
+        };
+        Ok(Access {
+            max_connections: self.count(h.max_connections.take(), "max_connections", 1..=MANY, 1024)?,
+            max_connections_per_peer: self.count(h.max_connections_per_peer.take(), "max_connections_per_peer", 1..=MANY, 64)?,
+            handshake_timeout: self.positive(h.handshake_timeout.take(), "handshake_timeout", Duration::from_secs(10))?,
+            idle_timeout: self.positive(h.idle_timeout.take(), "idle_timeout", Duration::from_secs(300))?,
+            http_header_timeout: self.positive(h.http_header_timeout.take(), "http_header_timeout", Duration::from_secs(10))?,
+            http_body_timeout: self.positive(h.http_body_timeout.take(), "http_body_timeout", Duration::from_secs(30))?,
+            unix_mode,
+            unix_group,
+            allow_uids,
         })
     }
 
@@ -443,13 +537,17 @@ impl Parser<'_> {
                 if argv[0].contains('/') {
                     argv[0] = base.join(&argv[0]).display().to_string();
                 }
-                Launch::Exec { argv, env: t.env.unwrap_or_default(), dir: t.dir.map(|d| base.join(d)) }
+                let env_pass = t.env_pass.unwrap_or_default();
+                if let Some(bad) = env_pass.iter().find(|n| n.is_empty() || n.contains('=')) {
+                    return Err(self.err(at, format!("provider {name:?}: env_pass: {bad:?} is not a variable name")));
+                }
+                Launch::Exec { argv, env: t.env.unwrap_or_default(), env_pass, dir: t.dir.map(|d| base.join(d)) }
             }
             (None, Some(dial)) => {
                 let at = self.at(&dial);
                 let d = dial.into_inner();
-                if t.env.is_some() || t.dir.is_some() {
-                    return Err(self.err(at, format!("provider {name:?}: env and dir only apply to exec providers")));
+                if t.env.is_some() || t.env_pass.is_some() || t.dir.is_some() {
+                    return Err(self.err(at, format!("provider {name:?}: env, env_pass and dir only apply to exec providers")));
                 }
                 match d.split_once(':') {
                     Some(("unix", p)) if !p.is_empty() => Launch::Unix(base.join(p)),

@@ -14,6 +14,17 @@
 //! Client- and bidi-stream inputs are NDJSON request bodies (one JSON value
 //! per line). A deadline is the `hubwire-timeout-ms` header. Errors use the
 //! HTTP statuses of `spec/errors.md` ("Over HTTP").
+//!
+//! Who may use it, and for how long: every request's `Host` must be one
+//! of `allowed_hosts` and its `Origin` (if any) one of `allowed_origins`
+//! (403 otherwise, `http_guard`); a call's body must be
+//! `application/json` (or NDJSON for input streams, or
+//! `application/octet-stream` for raw bytes): 415 otherwise, so that a
+//! web page cannot send one without a CORS preflight. Each HTTP
+//! connection counts against `max_connections` and
+//! `max_connections_per_peer` (over them: 429 and closed); a request's
+//! head must arrive within `http_header_timeout` (else the connection is
+//! closed) and its body within `http_body_timeout` (else 408 and closed).
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -29,6 +40,8 @@ use hyper::body::{Frame, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use tokio::sync::mpsc;
 
+use crate::admit::{Admission, Peer};
+use crate::http_guard::{host_allowed, origin_allowed};
 use crate::registry::Registry;
 use crate::status;
 
@@ -68,19 +81,38 @@ impl hyper::body::Body for Body {
     }
 }
 
+/// What the gateway serves and under which limits (the `[hub]` keys).
+pub struct Settings {
+    /// Providers and methods.
+    pub reg: Arc<Registry>,
+    /// The hub's name, for status.
+    pub hub: String,
+    /// The connection limits every listener shares.
+    pub admission: Arc<Admission>,
+    /// `http_header_timeout`.
+    pub header_timeout: Duration,
+    /// `http_body_timeout`.
+    pub body_timeout: Duration,
+    /// `allowed_origins`.
+    pub allowed_origins: Vec<String>,
+    /// `allowed_hosts`.
+    pub allowed_hosts: Vec<String>,
+}
+
 struct Gateway {
     conn: Connection,
-    reg: Arc<Registry>,
-    hub: String,
+    settings: Settings,
+    listen: std::net::SocketAddr,
 }
 
 /// Serves HTTP on `listener` until the task is aborted; HTTPS when `tls`
 /// is given (each handshake in the connection's own task, within the
 /// acceptor's deadline).
-pub async fn serve(listener: tokio::net::TcpListener, tls: Option<tls::Acceptor>, conn: Connection, reg: Arc<Registry>, hub: String) {
-    let gw = Arc::new(Gateway { conn, reg, hub });
+pub async fn serve(listener: tokio::net::TcpListener, tls: Option<tls::Acceptor>, conn: Connection, settings: Settings) {
+    let Ok(listen) = listener.local_addr() else { return };
+    let gw = Arc::new(Gateway { conn, settings, listen });
     loop {
-        let (stream, _) = match listener.accept().await {
+        let (stream, peer) = match listener.accept().await {
             Ok(x) => x,
             Err(e) => {
                 tracing::warn!("HTTP accept failed: {e}");
@@ -88,9 +120,19 @@ pub async fn serve(listener: tokio::net::TcpListener, tls: Option<tls::Acceptor>
                 continue;
             }
         };
+        let ticket = match gw.settings.admission.admit(Peer::Ip(peer.ip())) {
+            Ok(t) => t,
+            Err(why) => {
+                tracing::debug!(client = %format!("http:{peer}"), "refused: {why}");
+                refuse(stream, &why);
+                continue;
+            }
+        };
         let _ = stream.set_nodelay(true);
         let (gw, tls) = (gw.clone(), tls.clone());
         tokio::spawn(async move {
+            // Held until the connection ends: it counts against the limits.
+            let _ticket = ticket;
             match tls {
                 None => gw.serve_connection(stream).await,
                 Some(tls) => match tls.accept(stream).await {
@@ -99,6 +141,28 @@ pub async fn serve(listener: tokio::net::TcpListener, tls: Option<tls::Acceptor>
                 },
             }
         });
+    }
+}
+
+/// Answers a connection over the limits `429` and closes it, never
+/// waiting: a fresh socket's send buffer is empty, so the answer goes in
+/// one non-blocking write. What the client already sent is read and
+/// dropped first, so that the close is not a reset that could destroy the
+/// answer before the client reads it (as `admit::refuse` does).
+fn refuse(stream: tokio::net::TcpStream, why: &str) {
+    let answer = format!(
+        "HTTP/1.1 429 Too Many Requests\r\nconnection: close\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{why}\n",
+        why.len() + 1
+    );
+    let mut sink = [0u8; 4096];
+    for _ in 0..16 {
+        if !matches!(stream.try_read(&mut sink), Ok(n) if n > 0) {
+            break;
+        }
+    }
+    let _ = stream.try_write(answer.as_bytes());
+    if let Ok(s) = stream.into_std() {
+        let _ = s.shutdown(std::net::Shutdown::Write);
     }
 }
 
@@ -157,23 +221,33 @@ impl Gateway {
     where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
+        let header_timeout = self.settings.header_timeout;
         let service = hyper::service::service_fn(move |req| {
             let gw = self.clone();
             async move { Ok::<_, Infallible>(gw.handle(req).await) }
         });
         let io = hyper_util::rt::TokioIo::new(stream);
-        if let Err(e) = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await {
+        let served = hyper::server::conn::http1::Builder::new()
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(header_timeout)
+            .serve_connection(io, service)
+            .await;
+        if let Err(e) = served {
             tracing::debug!("HTTP connection ended: {e}");
         }
     }
 
     async fn handle(&self, req: Request<Incoming>) -> Response<Body> {
+        if let Err(refused) = self.check_browser(&req) {
+            return refused;
+        }
+        let (reg, hub) = (&self.settings.reg, self.settings.hub.as_str());
         let path = req.uri().path().to_string();
         match (req.method(), path.as_str()) {
             (&Method::GET, "/healthz") => self.health(),
-            (&Method::GET, "/metrics") => respond(StatusCode::OK, "text/plain; version=0.0.4", crate::prometheus::render(&self.reg)),
-            (&Method::GET, "/v1/methods") => json(StatusCode::OK, &status::methods(&self.reg)),
-            (&Method::GET, "/v1/status") => json(StatusCode::OK, &status::status(&self.reg, &self.hub)),
+            (&Method::GET, "/metrics") => respond(StatusCode::OK, "text/plain; version=0.0.4", crate::prometheus::render(reg)),
+            (&Method::GET, "/v1/methods") => json(StatusCode::OK, &status::methods(reg)),
+            (&Method::GET, "/v1/status") => json(StatusCode::OK, &status::status(reg, hub)),
             (&Method::POST, p) if p.starts_with("/v1/call/") => {
                 let method = match percent_decode(&p["/v1/call/".len()..]) {
                     Some(m) => m,
@@ -193,8 +267,24 @@ impl Gateway {
         }
     }
 
+    /// `Host` (DNS rebinding) and `Origin` (cross-site pages), both 403.
+    #[allow(clippy::result_large_err)]
+    fn check_browser(&self, req: &Request<Incoming>) -> Result<(), Response<Body>> {
+        let text = |name| req.headers().get(name).map(|v: &hyper::header::HeaderValue| v.to_str().unwrap_or("\u{fffd}"));
+        let forbidden = |why: String| Err(respond(StatusCode::FORBIDDEN, "text/plain", format!("{why}\n")));
+        let host = text(hyper::header::HOST);
+        if !host_allowed(host, &self.settings.allowed_hosts, &self.listen) {
+            return forbidden(format!("Host {host:?} is not allowed (see allowed_hosts)"));
+        }
+        let origin = text(hyper::header::ORIGIN);
+        if !origin_allowed(origin, &self.settings.allowed_origins) {
+            return forbidden(format!("Origin {origin:?} is not allowed (see allowed_origins)"));
+        }
+        Ok(())
+    }
+
     fn health(&self) -> Response<Body> {
-        let s = status::status(&self.reg, &self.hub);
+        let s = status::status(&self.settings.reg, &self.settings.hub);
         let down: Vec<String> = s
             .providers
             .iter()
@@ -209,7 +299,13 @@ impl Gateway {
     }
 
     async fn call(&self, method: &str, req: Request<Incoming>) -> Result<Response<Body>, Error> {
-        let raw = req.headers().get("content-type").is_some_and(|v| v.as_bytes().starts_with(b"application/octet-stream"));
+        let raw = match body_type(req.headers().get("content-type").map(|v| v.as_bytes())) {
+            Some(raw) => raw,
+            None => {
+                let why = "a call's body must be Content-Type: application/json (application/x-ndjson for input streams, application/octet-stream for raw bytes)\n";
+                return Ok(respond(StatusCode::UNSUPPORTED_MEDIA_TYPE, "text/plain", why));
+            }
+        };
         let timeout = req.headers().get("hubwire-timeout-ms").map(|v| {
             v.to_str()
                 .ok()
@@ -217,13 +313,19 @@ impl Gateway {
                 .ok_or_else(|| Error::invalid_argument("hubwire-timeout-ms must be a whole number of milliseconds"))
         });
         let opts = CallOptions { timeout: timeout.transpose()?.map(Duration::from_millis), codec: None };
-        let body = http_body_util::Limited::new(req.into_body(), MAX_BODY)
-            .collect()
-            .await
-            .map_err(|e| Error::new(Code::TooLarge, format!("cannot read the request body (limit {MAX_BODY} bytes): {e}")))?
-            .to_bytes();
+        let reading = http_body_util::Limited::new(req.into_body(), MAX_BODY).collect();
+        let body = match tokio::time::timeout(self.settings.body_timeout, reading).await {
+            Ok(b) => b.map_err(|e| Error::new(Code::TooLarge, format!("cannot read the request body (limit {MAX_BODY} bytes): {e}")))?,
+            Err(_) => {
+                let why = format!("the request body did not arrive within http_body_timeout ({:?})\n", self.settings.body_timeout);
+                let mut r = respond(StatusCode::REQUEST_TIMEOUT, "text/plain", why);
+                r.headers_mut().insert(hyper::header::CONNECTION, hyper::header::HeaderValue::from_static("close"));
+                return Ok(r);
+            }
+        }
+        .to_bytes();
         let codec = if raw { Codec::Raw } else { Codec::Json };
-        let kind = self.reg.route(method).map_or(Kind::Unary, |r| r.info.kind);
+        let kind = self.settings.reg.route(method).map_or(Kind::Unary, |r| r.info.kind);
         if !raw && !kind.streams_in() {
             check_json(&body)?;
         }
@@ -286,6 +388,19 @@ fn answer(out: Payload) -> Response<Body> {
     match to_json(&out) {
         Ok(j) => respond(StatusCode::OK, "application/json", j),
         Err(_) => respond(StatusCode::OK, "application/octet-stream", out.bytes),
+    }
+}
+
+/// A call's `Content-Type`: `Some(false)` for JSON (and NDJSON),
+/// `Some(true)` for raw bytes, `None` for anything else — including none
+/// at all and the types a page may send cross-origin without a preflight
+/// (`text/plain`, forms).
+fn body_type(content_type: Option<&[u8]>) -> Option<bool> {
+    let essence = std::str::from_utf8(content_type?).ok()?.split(';').next()?.trim().to_ascii_lowercase();
+    match essence.as_str() {
+        "application/json" | "application/x-ndjson" => Some(false),
+        "application/octet-stream" => Some(true),
+        _ => None,
     }
 }
 

@@ -8,24 +8,39 @@
 //! 3. stop the providers: close each connection, SIGTERM each child,
 //!    SIGKILL after its `stop_timeout`, and reap it.
 //!
+//! 4. end what the providers left behind: the hub is a child subreaper
+//!    (`process`), so their orphaned descendants — even in a session of
+//!    their own — are its children: SIGTERM, SIGKILL after the longest
+//!    `stop_timeout`, reaped.
+//!
 //! Every accepted call therefore gets an answer, and no child outlives the
 //! hub (they are also tied to it with `PR_SET_PDEATHSIG`, for the case
 //! where the hub itself is killed).
+//!
+//! Client connections come in through [`Door`]: admitted under the
+//! connection limits (`admit`) and, on the Unix socket, `allow_uids`
+//! (`unix_socket`), else refused with GOAWAY at once; a connection must
+//! finish its HELLO within `handshake_timeout` and is closed after
+//! `idle_timeout` with nothing to do (`idle`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hubwire::transport::{self, memory, tcp, tls, unix, Listener};
+use hubwire::frame::Code;
+use hubwire::transport::{self, fd::FdTransport, memory, tls};
 use hubwire::{Connection, ConnectionOptions, Provider, WaitMode};
 use tokio::task::JoinSet;
 
-use crate::config::{ConfigError, HubConfig, HubLimits, Located};
+use crate::admit::{self, Admission, Peer, Ticket};
+use crate::config::{Access, ConfigError, HubConfig, HubLimits, Located};
+use crate::idle::{self, Activity};
 use crate::queue::ClientQueue;
 use crate::registry::Registry;
 use crate::route::HubService;
 use crate::status::{self, METHODS_METHOD, STATUS_METHOD};
+use crate::unix_socket::{self, UnixSocket};
 use crate::websocket::{self, WebSocketListener};
 
 /// The client connections the hub serves, so that shutdown can drain them.
@@ -41,21 +56,42 @@ impl Clients {
         Clients { hub, next: AtomicU64::new(0), live: Mutex::new(HashMap::new()) }
     }
 
-    /// Serves one connection until it closes. `trusted`: the peer is
-    /// authenticated by the listener itself (a client certificate signed
-    /// by `[hub.tls] client_ca`).
-    async fn serve(self: Arc<Self>, t: transport::DynTransport, config: ConnectionOptions, trusted: bool) {
+    /// Serves one connection until it closes. `ticket` is its place under
+    /// the connection limits (none for the gateway's own connection);
+    /// `idle` closes it after that long with nothing in flight and nothing
+    /// received (none: never); `trusted`: the peer is authenticated by the
+    /// listener itself (a client certificate signed by `[hub.tls]
+    /// client_ca`).
+    async fn serve(
+        self: Arc<Self>,
+        t: transport::DynTransport,
+        config: ConnectionOptions,
+        ticket: Option<Ticket>,
+        idle: Option<Duration>,
+        trusted: bool,
+    ) {
+        let _ticket = ticket;
         let config = config.service(self.hub.for_client());
         let label = t.describe();
         tracing::debug!(client = %label, trusted, "client connected");
+        let (activity, t, config) = Activity::watch(t, config);
         let conn = match Connection::start(t, &config, false).await {
             Ok(c) => c,
             Err(e) => return tracing::warn!(client = %label, "handshake failed: {e}"),
         };
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         self.live.lock().unwrap().insert(id, conn.clone());
-        let why = conn.closed().await;
-        tracing::debug!(client = %label, "client left: {}", why.message());
+        let why = match idle {
+            None => conn.closed().await.message().to_string(),
+            Some(idle) => tokio::select! {
+                e = conn.closed() => e.message().to_string(),
+                _ = idle::quiet_for(&activity, idle) => {
+                    conn.drain(Duration::ZERO).await;
+                    format!("idle for {idle:?}: GOAWAY and closed")
+                }
+            },
+        };
+        tracing::debug!(client = %label, "client left: {why}");
         self.live.lock().unwrap().remove(&id);
     }
 
@@ -73,8 +109,8 @@ impl Clients {
 /// The listeners, bound before anything starts so that a port in use is
 /// reported like a config error.
 pub struct Bound {
-    unix: Option<unix::UnixListener>,
-    tcp: Option<Box<dyn Listener>>,
+    unix: Option<UnixSocket>,
+    tcp: Option<tokio::net::TcpListener>,
     http: Option<tokio::net::TcpListener>,
     websocket: Option<WebSocketListener>,
     /// `[hub.tls]`, shared by the tcp, http and websocket listeners.
@@ -94,25 +130,16 @@ pub async fn bind(cfg: &HubConfig) -> Result<Bound, ConfigError> {
     let h = &cfg.hub;
     let unix = match &h.unix {
         None => None,
-        Some(at) => {
-            let refused = |why: String| ConfigError {
-                file: cfg.file.display().to_string(),
-                line: Some(at.line),
-                message: format!("[hub] unix = {:?}: {why}", at.value.display()),
-            };
-            if std::os::unix::net::UnixStream::connect(&at.value).is_ok() {
-                return Err(refused("another process is already listening there".into()));
-            }
-            Some(unix::UnixListener::bind(&at.value).map_err(|e| refused(e.to_string()))?)
-        }
+        Some(at) => Some(UnixSocket::bind(&at.value, h.access.unix_mode, h.access.unix_group).map_err(|why| ConfigError {
+            file: cfg.file.display().to_string(),
+            line: Some(at.line),
+            message: format!("[hub] unix = {:?}: {why}", at.value.display()),
+        })?),
     };
     let tls = h.tls.as_ref().map(|t| crate::tls_config::acceptor(&cfg.file, t)).transpose()?;
-    let tcp: Option<Box<dyn Listener>> = match (&h.tcp, &tls) {
-        (None, _) => None,
-        (Some(at), None) => Some(Box::new(tcp::TcpListener::bind(at.value.as_str()).await.map_err(|e| in_use(cfg, "tcp", at, e))?)),
-        (Some(at), Some(a)) => {
-            Some(Box::new(tls::TlsListener::bind(at.value.as_str(), a.clone()).await.map_err(|e| in_use(cfg, "tcp", at, e))?))
-        }
+    let tcp = match &h.tcp {
+        None => None,
+        Some(at) => Some(tokio::net::TcpListener::bind(at.value.as_str()).await.map_err(|e| in_use(cfg, "tcp", at, e))?),
     };
     let http = match &h.http {
         None => None,
@@ -150,6 +177,13 @@ fn hub_service(reg: &Arc<Registry>, name: &str, limits: &HubLimits) -> HubServic
 pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
     // Before any child exists, so that a SIGTERM from here on is a clean stop.
     let mut signals = Signals::install()?;
+    tracing::info!("{}", crate::process::raise_nofile());
+    // Orphaned descendants of providers come to us, to be ended with the
+    // hub (the children themselves also get PR_SET_PDEATHSIG, for when
+    // the hub is killed).
+    if let Err(e) = crate::process::become_subreaper() {
+        tracing::warn!("cannot become a child subreaper ({e}): a provider's orphaned descendants may outlive the hub");
+    }
     let reg = Arc::new(Registry::new(&cfg.providers, cfg.hub.limits.log_line_max));
     let wait = if cfg.hub.low_latency { WaitMode::low_latency() } else { WaitMode::Efficient };
     let limits = &cfg.hub.limits;
@@ -157,27 +191,46 @@ pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
         .wait(wait)
         .window(limits.window)
         .write_queue(limits.write_queue, limits.write_stall_timeout);
+    let reaper = tokio::spawn(crate::process::reaper());
     let supervisors = crate::supervise::start(&reg, &upstream);
-    let serving = upstream.clone();
     let clients = Arc::new(Clients::new(hub_service(&reg, &cfg.hub.name, limits)));
-    let mut accepting = JoinSet::new();
+    let access = &cfg.hub.access;
+    let admission = Admission::new(access.max_connections, access.max_connections_per_peer);
+    let mut serving = upstream.clone();
+    serving.handshake_timeout = access.handshake_timeout;
     let Bound { unix, tcp, http, websocket, tls } = bound;
     // Every connection on a TLS listener with `client_ca` has shown a
     // client certificate signed by it: trusted. The unix socket's trust is
-    // not decided here (its file mode and peers' uids are).
+    // its file mode and its peers' uids.
     let certified = tls.as_ref().is_some_and(|a| a.requires_client_cert());
-    let listeners: [(Option<Box<dyn Listener>>, bool); 3] =
-        [(unix.map(|l| Box::new(l) as _), false), (tcp, certified), (websocket.map(|l| Box::new(l) as _), certified)];
-    for (l, trusted) in listeners.into_iter().filter_map(|(l, t)| Some((l?, t))) {
-        accepting.spawn(accept_loop(l, clients.clone(), serving.clone(), trusted));
+    let door = Door { clients: clients.clone(), serving: serving.clone(), admission: admission.clone(), idle: access.idle_timeout };
+    let mut accepting = JoinSet::new();
+    if let Some(l) = unix {
+        accepting.spawn(door.clone().unix(l, access.clone()));
+    }
+    if let Some(l) = tcp {
+        accepting.spawn(door.clone().tcp(l, tls.clone()));
+    }
+    if let Some(l) = websocket {
+        accepting.spawn(door.clone().websocket(l, certified));
     }
     if let Some(l) = http {
-        // The gateway is one more client, over an in-memory connection.
+        // The gateway is one more client, over an in-memory connection
+        // (exempt from the limits: each HTTP connection counts instead).
         let (ours, theirs) = memory::pair();
-        tokio::spawn(clients.clone().serve(Arc::new(theirs), serving.clone(), false));
+        tokio::spawn(clients.clone().serve(Arc::new(theirs), serving.clone(), None, None, false));
         let conn = Connection::dial(ours, &ConnectionOptions::new("http-gateway")).await.map_err(std::io::Error::other)?;
         tracing::info!(listen = %l.local_addr()?, "HTTP gateway");
-        accepting.spawn(crate::gateway::serve(l, tls, conn, reg.clone(), cfg.hub.name.clone()));
+        let gw = crate::gateway::Settings {
+            reg: reg.clone(),
+            hub: cfg.hub.name.clone(),
+            admission: admission.clone(),
+            header_timeout: access.http_header_timeout,
+            body_timeout: access.http_body_timeout,
+            allowed_origins: cfg.hub.allowed_origins.clone(),
+            allowed_hosts: cfg.hub.allowed_hosts.clone(),
+        };
+        accepting.spawn(crate::gateway::serve(l, tls, conn, gw));
     }
     tracing::info!(config = %cfg.file.display(), providers = cfg.providers.len(), "hub started");
 
@@ -191,24 +244,126 @@ pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
     for s in supervisors {
         let _ = s.await;
     }
+    // Whatever escaped its provider's process group (a `setsid` daemon)
+    // was reparented to us: it ends now too.
+    let grace = cfg.providers.iter().map(|p| p.stop_timeout).max().unwrap_or(Duration::from_secs(3));
+    let orphans = crate::process::end_orphans(grace).await;
+    if orphans > 0 {
+        tracing::info!("ended {orphans} orphaned descendant process(es) of the providers");
+    }
+    reaper.abort();
     tracing::info!("hub stopped");
     Ok(())
 }
 
-async fn accept_loop(listener: Box<dyn Listener>, clients: Arc<Clients>, config: ConnectionOptions, trusted: bool) {
-    tracing::info!(listen = %listener.describe(), "accepting clients");
-    loop {
-        match transport::accept(listener.as_ref()).await {
-            Ok(t) => {
-                tokio::spawn(clients.clone().serve(t, config.clone(), trusted));
+/// Where client connections come in: each listener's accept loop admits
+/// a connection under the limits (and, on the Unix socket, `allow_uids`)
+/// or refuses it at once, then serves it.
+#[derive(Clone)]
+struct Door {
+    clients: Arc<Clients>,
+    serving: ConnectionOptions,
+    admission: Arc<Admission>,
+    idle: Duration,
+}
+
+impl Door {
+    /// Serves `t` from `peer`, or refuses it over the limits.
+    fn enter(&self, t: transport::DynTransport, peer: Peer, trusted: bool) {
+        match self.admission.admit(peer) {
+            Ok(ticket) => {
+                tokio::spawn(self.clients.clone().serve(t, self.serving.clone(), Some(ticket), Some(self.idle), trusted));
             }
-            Err(e) => {
-                // Out of descriptors, usually: wait instead of spinning.
-                tracing::warn!(listen = %listener.describe(), "accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
+            Err(why) => {
+                tracing::debug!(client = %t.describe(), "refused: {why}");
+                admit::refuse(&t, Code::ResourceExhausted, &why);
             }
         }
     }
+
+    async fn unix(self, l: UnixSocket, access: Access) {
+        tracing::info!(listen = %l.describe(), mode = %format!("{:04o}", access.unix_mode), "accepting clients");
+        // SAFETY: getuid has no preconditions.
+        let own = unsafe { libc::getuid() };
+        loop {
+            match l.accept().await {
+                Ok((t, uid)) if !unix_socket::uid_allowed(uid, access.allow_uids.as_deref(), access.unix_mode, own) => {
+                    tracing::warn!(client = %t.describe(), "refused: uid {uid} is not allowed (allow_uids)");
+                    let why = format!("uid {uid} may not use this hub's socket (see allow_uids)");
+                    admit::refuse(&t, Code::Unauthenticated, &why);
+                }
+                Ok((t, uid)) => self.enter(t, Peer::Uid(uid), false),
+                Err(e) => accept_failed(&l.describe(), e).await,
+            }
+        }
+    }
+
+    /// The `tcp` listener: plain, or TLS when `tls` is given. A TLS client
+    /// is admitted before its handshake (so a flood of handshakes counts
+    /// against the limits), and refused by closing: a GOAWAY in plain text
+    /// would mean nothing to it.
+    async fn tcp(self, l: tokio::net::TcpListener, tls: Option<tls::Acceptor>) {
+        let scheme = if tls.is_some() { "tls" } else { "tcp" };
+        let listen = l.local_addr().map_or(format!("{scheme}:?"), |a| format!("{scheme}:{a}"));
+        tracing::info!(listen = %listen, "accepting clients");
+        // Every connection on a TLS listener with `client_ca` has shown a
+        // client certificate signed by it: trusted.
+        let certified = tls.as_ref().is_some_and(|a| a.requires_client_cert());
+        loop {
+            let (s, peer) = match l.accept().await {
+                Ok(x) => x,
+                Err(e) => {
+                    accept_failed(&listen, e).await;
+                    continue;
+                }
+            };
+            let Some(acceptor) = &tls else {
+                let plain = s.set_nodelay(true).and_then(|()| s.into_std()).and_then(|std| {
+                    std.set_nonblocking(true)?;
+                    FdTransport::new(std, format!("tcp:{peer}"))
+                });
+                match plain {
+                    Ok(t) => self.enter(Arc::new(t), Peer::Ip(peer.ip()), false),
+                    Err(e) => accept_failed(&listen, e).await,
+                }
+                continue;
+            };
+            let ticket = match self.admission.admit(Peer::Ip(peer.ip())) {
+                Ok(t) => t,
+                Err(why) => {
+                    tracing::debug!(client = %format!("tls:{peer}"), "refused: {why}");
+                    continue;
+                }
+            };
+            let (door, acceptor) = (self.clone(), acceptor.clone());
+            tokio::spawn(async move {
+                let _ = s.set_nodelay(true);
+                match tls::TlsTransport::accept(&acceptor, s, format!("tls:{peer}")).await {
+                    Ok(t) => door.clients.serve(Arc::new(t), door.serving, Some(ticket), Some(door.idle), certified).await,
+                    Err(e) => tracing::info!(client = %format!("tls:{peer}"), "TLS handshake failed: {e}"),
+                }
+            });
+        }
+    }
+
+    /// The WebSocket listener; `trusted` when it is WSS with `client_ca`.
+    async fn websocket(self, l: WebSocketListener, trusted: bool) {
+        let listen = hubwire::transport::Listener::describe(&l);
+        tracing::info!(listen = %listen, "accepting clients");
+        loop {
+            match l.accept().await {
+                Ok((t, peer)) => self.enter(t, Peer::Ip(peer.ip()), trusted),
+                Err(e) => accept_failed(&listen, e).await,
+            }
+        }
+    }
+}
+
+/// After a failed accept (out of descriptors, usually): wait instead of
+/// spinning.
+async fn accept_failed(listen: &str, e: std::io::Error) {
+    tracing::warn!(listen = %listen, "accept failed: {e}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
 }
 
 /// SIGTERM and SIGINT, caught from the moment they are installed.

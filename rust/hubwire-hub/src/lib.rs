@@ -20,25 +20,39 @@
 //! | [`prometheus`] | `GET /metrics` |
 //! | [`cli`] | `hubwire call`, `list`, `status` |
 //! | [`logs`] | tracing output: human-readable or JSON |
+//! | [`admit`] | connection limits: `max_connections`, `max_connections_per_peer`, refusals |
+//! | `idle` | `idle_timeout`: a client's activity, and when it is idle |
+//! | [`unix_socket`] | the Unix socket: mode, group, `SO_PEERCRED`, `allow_uids` |
+//! | [`trust`] | refusing a config file others can change |
+//! | [`process`] | the descriptor limit, the subreaper, ending orphaned descendants |
+//! | [`provider_env`] | the minimal environment of a spawned provider |
+//! | [`terminal`] | peer-supplied text made safe to print |
 //!
 //! The hub is itself a hubwire peer: clients dial it like any provider and
 //! see, in its HELLO, every method of every provider. Calls pass through
 //! untouched ([`hubwire::relay`]): no payload is decoded on the way.
 
+pub mod admit;
 pub mod cli;
 pub mod config;
 pub mod gateway;
 mod group;
 pub mod http_guard;
 pub mod hub;
+mod idle;
 pub mod logs;
 pub mod metrics;
+pub mod process;
 pub mod prometheus;
+pub mod provider_env;
 pub mod queue;
 pub mod registry;
 pub mod route;
 pub mod status;
 pub mod supervise;
+pub mod terminal;
 pub mod tls_config;
+pub mod trust;
+pub mod unix_socket;
 pub mod websocket;
 mod websocket_pump;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use hubwire_hub::{cli, config, hub, logs};
+use hubwire_hub::{cli, config, hub, logs, trust};
 
 #[derive(Parser)]
 #[command(name = "hubwire", version, about = "A polyglot RPC hub: supervises providers and routes calls to them")]
@@ -27,6 +27,10 @@ enum Command {
         /// Check the config and exit.
         #[arg(long)]
         check: bool,
+        /// Load a config that others could change (writable by group or
+        /// others, or through a symlink another user owns), with a warning.
+        #[arg(long)]
+        allow_insecure_config: bool,
     },
     /// Call a method through the hub and print the result as JSON (one line per stream item).
     Call {
@@ -101,7 +105,14 @@ fn main() -> ExitCode {
         }
     };
     match args.command {
-        Command::Hub { config: path, log_format, check } => {
+        Command::Hub { config: path, log_format, check, allow_insecure_config } => {
+            if let Err(why) = trust::check_config(&path) {
+                if !allow_insecure_config {
+                    eprintln!("error: {}: {why}", path.display());
+                    return ExitCode::from(2);
+                }
+                eprintln!("warning: {}: {why} (loaded anyway: --allow-insecure-config)", path.display());
+            }
             let cfg = match config::load(&path) {
                 Ok(c) => c,
                 Err(e) => {

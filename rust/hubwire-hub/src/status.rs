@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Launch;
 use crate::registry::{Phase, Registry};
+use crate::terminal::printable;
 
 /// The hub's own method returning [`Status`].
 pub const STATUS_METHOD: &str = "hubwire.status";
@@ -180,17 +181,18 @@ pub fn human_us(us: Option<u64>) -> String {
 }
 
 /// The status as a table, one row per replica, then the reasons and last
-/// stderr lines of failed replicas.
+/// stderr lines of failed replicas; peer-supplied text is shown with its
+/// control characters escaped.
 pub fn table(s: &Status) -> String {
     let mut rows =
         vec![["PROVIDER", "REPLICA", "PID", "STATE", "RESTARTS", "IN FLIGHT", "CALLS", "ERRORS", "P50", "P99"].map(String::from)];
     for p in &s.providers {
         for r in &p.replicas {
             rows.push([
-                p.name.clone(),
+                printable(&p.name).into_owned(),
                 format!("{}/{}", r.index + 1, p.replicas.len()),
                 r.pid.map_or("-".into(), |p| p.to_string()),
-                r.state.clone(),
+                printable(&r.state).into_owned(),
                 r.restarts.to_string(),
                 r.in_flight.to_string(),
                 r.calls.to_string(),
@@ -213,11 +215,12 @@ pub fn table(s: &Status) -> String {
     }
     for p in &s.providers {
         for r in p.replicas.iter().filter(|r| r.reason.is_some()) {
-            let _ = writeln!(out, "\n{} replica {}: {}", p.name, r.index + 1, r.reason.as_deref().unwrap_or_default());
+            let reason = printable(r.reason.as_deref().unwrap_or_default());
+            let _ = writeln!(out, "\n{} replica {}: {reason}", printable(&p.name), r.index + 1);
             if !r.stderr.is_empty() {
                 let _ = writeln!(out, "  last stderr lines:");
                 for l in &r.stderr {
-                    let _ = writeln!(out, "    {l}");
+                    let _ = writeln!(out, "    {}", printable(l));
                 }
             }
         }

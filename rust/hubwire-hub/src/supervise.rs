@@ -31,7 +31,16 @@ enum Ended {
     Refused(String),
     /// The hub is stopping; the replica has been stopped.
     Stopping,
+    /// It could not be started for want of descriptors (EMFILE, ENFILE):
+    /// the hub's trouble, not the provider's, so not a crash.
+    NoDescriptors(String),
 }
+
+/// The first wait after a spawn failed for want of descriptors; it
+/// doubles up to [`NO_FD_BACKOFF_MAX`] while they stay short.
+const NO_FD_BACKOFF: Duration = Duration::from_millis(50);
+/// The longest wait between spawns while descriptors are short.
+const NO_FD_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// Starts one supervisor task per replica of every provider.
 pub fn start(reg: &Arc<Registry>, config: &ConnectionOptions) -> Vec<tokio::task::JoinHandle<()>> {
@@ -63,6 +72,7 @@ async fn supervise(reg: Arc<Registry>, p: Arc<ProviderState>, r: Arc<Replica>, c
     let dialled = !matches!(cfg.launch, Launch::Exec { .. });
     let mut backoff = cfg.backoff;
     let mut quick_deaths = 0;
+    let mut no_fd_backoff = NO_FD_BACKOFF;
     loop {
         if reg.is_stopping() {
             set_phase(&reg, &p, &r, Phase::Stopped);
@@ -83,7 +93,18 @@ async fn supervise(reg: Arc<Registry>, p: Arc<ProviderState>, r: Arc<Replica>, c
                 set_phase(&reg, &p, &r, Phase::Stopped);
                 return;
             }
+            Ended::NoDescriptors(why) => {
+                tracing::warn!(provider = name, replica = i, "{why}; trying again in {no_fd_backoff:?} (not counted as a crash)");
+                set_phase(&reg, &p, &r, Phase::Backoff);
+                tokio::select! {
+                    _ = tokio::time::sleep(no_fd_backoff) => {}
+                    _ = reg.stopped() => {}
+                }
+                no_fd_backoff = (no_fd_backoff * 2).min(NO_FD_BACKOFF_MAX);
+                continue;
+            }
         };
+        no_fd_backoff = NO_FD_BACKOFF;
         r.state.lock().unwrap().last_exit = Some(why.clone());
         // A run that never got through its handshake counts as a quick
         // death however long it took (a provider that never says HELLO
@@ -116,10 +137,13 @@ async fn supervise(reg: Arc<Registry>, p: Arc<ProviderState>, r: Arc<Replica>, c
 async fn run_once(reg: &Registry, p: &Arc<ProviderState>, r: &Arc<Replica>, config: &ConnectionOptions) -> Ended {
     let cfg = &p.config;
     let (conn, mut child) = match &cfg.launch {
-        Launch::Exec { argv, env, dir } => {
-            let (t, child) = match spawn(reg.log_line_max, p, r, argv, env, dir.as_deref()) {
+        Launch::Exec { argv, env, env_pass, dir } => {
+            let (t, child) = match spawn(reg.log_line_max, p, r, argv, &crate::provider_env::build(env_pass, env), dir.as_deref()) {
                 Ok(x) => x,
-                Err(why) => return Ended::Died { why, ready: false },
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                    return Ended::NoDescriptors(format!("cannot start {:?}: out of descriptors: {e}", argv[0]))
+                }
+                Err(e) => return Ended::Died { why: format!("cannot start {:?}: {e}", argv[0]), ready: false },
             };
             let pid = child.id();
             r.state.lock().unwrap().pid = pid;
@@ -212,16 +236,18 @@ fn join(why: String, exit: Option<String>) -> String {
     }
 }
 
+/// Starts a provider's process with exactly the environment `env` (see
+/// `provider_env`) and the protocol's `HUBWIRE_FD`.
 fn spawn(
     line_max: usize,
     p: &ProviderState,
     r: &Arc<Replica>,
     argv: &[String],
-    env: &std::collections::BTreeMap<String, String>,
+    env: &[(String, String)],
     dir: Option<&std::path::Path>,
-) -> Result<(child::ChildTransport, Child), String> {
+) -> std::io::Result<(child::ChildTransport, Child)> {
     let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..]).envs(env);
+    cmd.args(&argv[1..]).env_clear().envs(env.iter().map(|(k, v)| (k, v)));
     if let Some(d) = dir {
         cmd.current_dir(d);
     }
@@ -245,7 +271,11 @@ fn spawn(
         tracing::info!(target: "provider", provider = name, replica = index, stream, "{line}");
     });
     let opts = SpawnOptions { name: p.config.name.clone(), log: Some(log), pipe_stdin: false, line_max };
-    child::spawn(cmd, opts).map_err(|e| format!("cannot start {:?}: {e}", argv[0]))
+    crate::process::spawn_provider(|| {
+        let (t, c) = child::spawn(cmd, opts)?;
+        let pid = c.id();
+        Ok(((t, c), pid))
+    })
 }
 
 /// Waits for the child to exit; never completes without one.
@@ -298,10 +328,14 @@ async fn stop_child(child: Option<Child>, pid: Option<u32>, conn: Option<&Connec
         c.drain(Duration::ZERO).await;
     }
     let mut child = child?;
+    // What it started, its own group or not (a `setsid` grandchild): ended
+    // with it, as far as the tree can be seen before the child goes.
+    let tree = pid.map(crate::process::descendants).unwrap_or_default();
     let signal_group = |sig| {
         if let Some(pid) = pid {
             crate::group::signal(pid, sig);
         }
+        crate::process::signal_all(&tree, sig);
     };
     let ended = async {
         if let Ok(Some(s)) = child.try_wait() {
@@ -321,6 +355,8 @@ async fn stop_child(child: Option<Child>, pid: Option<u32>, conn: Option<&Connec
     .await;
     signal_group(libc::SIGKILL);
     if let Some(pid) = pid {
+        crate::process::provider_reaped(pid);
+        crate::process::reap_orphans();
         if !crate::group::wait_empty(pid, GROUP_GONE).await {
             tracing::warn!(pgid = pid, "processes of the provider's group still alive {GROUP_GONE:?} after SIGKILL");
         }

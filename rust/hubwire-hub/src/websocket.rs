@@ -64,7 +64,7 @@ pub struct WebSocketListener {
     local: SocketAddr,
     /// `ws` or, over TLS, `wss`.
     scheme: &'static str,
-    ready: Mutex<mpsc::Receiver<DynTransport>>,
+    ready: Mutex<mpsc::Receiver<(DynTransport, SocketAddr)>>,
     upgrading: tokio::task::JoinHandle<()>,
 }
 
@@ -88,6 +88,22 @@ impl WebSocketListener {
     }
 }
 
+impl WebSocketListener {
+    /// The next upgraded connection and the address it came from (for
+    /// the hub's per-peer connection limit).
+    pub async fn accept(&self) -> io::Result<(DynTransport, SocketAddr)> {
+        std::future::poll_fn(|cx| self.poll_next(cx)).await
+    }
+
+    fn poll_next(&self, cx: &mut Context<'_>) -> Poll<io::Result<(DynTransport, SocketAddr)>> {
+        match self.ready.lock().unwrap().poll_recv(cx) {
+            Poll::Ready(Some(x)) => Poll::Ready(Ok(x)),
+            Poll::Ready(None) => Poll::Ready(Err(io::Error::other("the WebSocket listener stopped"))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
 impl Drop for WebSocketListener {
     fn drop(&mut self) {
         self.upgrading.abort();
@@ -96,11 +112,7 @@ impl Drop for WebSocketListener {
 
 impl Listener for WebSocketListener {
     fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<DynTransport>> {
-        match self.ready.lock().unwrap().poll_recv(cx) {
-            Poll::Ready(Some(t)) => Poll::Ready(Ok(t)),
-            Poll::Ready(None) => Poll::Ready(Err(io::Error::other("the WebSocket listener stopped"))),
-            Poll::Pending => Poll::Pending,
-        }
+        self.poll_next(cx).map_ok(|(t, _)| t)
     }
 
     fn describe(&self) -> String {
@@ -117,7 +129,7 @@ async fn upgrade_loop(
     listen: SocketAddr,
     policy: Arc<Policy>,
     tls: Option<tls::Acceptor>,
-    ready: mpsc::Sender<DynTransport>,
+    ready: mpsc::Sender<(DynTransport, SocketAddr)>,
 ) {
     let permits = Arc::new(Semaphore::new(MAX_UPGRADING));
     let mut upgrading = JoinSet::new();
@@ -138,7 +150,7 @@ async fn upgrade_loop(
             let _permit = permit;
             match tokio::time::timeout(UPGRADE_TIMEOUT, upgrade(stream, peer, listen, &policy, tls.as_ref())).await {
                 Ok(Ok(t)) => {
-                    let _ = ready.send(Arc::new(t)).await;
+                    let _ = ready.send((Arc::new(t), peer)).await;
                 }
                 Ok(Err(WsError::Http(resp))) => {
                     let why = String::from_utf8_lossy(resp.body().as_deref().unwrap_or_default());

@@ -11,6 +11,8 @@ fn run(config: &str) -> (Option<i32>, String) {
     let dir = common::temp_dir();
     let path = dir.join("hubwire.toml");
     std::fs::write(&path, config.replace("{provider}", common::PROVIDER)).unwrap();
+    // Whatever the umask: a config others could write is refused.
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let mut child = Command::new(common::HUB)
         .args(["hub", "--config"])
         .arg(&path)

@@ -32,6 +32,8 @@ pub fn start(job: &Job, exe: Option<&Path>) -> io::Result<Box<dyn Target>> {
         peer = peer.display().to_string(),
     );
     std::fs::write(&config, toml)?;
+    // The hub refuses a config others could write, whatever the umask left.
+    std::fs::set_permissions(&config, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
     // Warnings and errors only: its info lines would break the progress bar.
     let child = Command::new(exe)
         .arg("hub")

@@ -6,7 +6,8 @@
 //! running), `count` (n → items 0..n), `sum` (stream of integers → their
 //! sum), `bytes` (stream of raw items → their total length), `upper`
 //! (bidi: each string upper-cased), `grandchild` (starts `sleep 1000` as
-//! its own child and returns its pid).
+//! its own child and returns its pid), `env` (its environment, as
+//! `NAME=value` strings).
 //!
 //! `--exit-at-once CODE` prints a fatal line on stderr and exits with CODE
 //! before serving: a provider in a crash loop. `--hello-after MS` waits
@@ -67,6 +68,7 @@ fn main() {
             Ok(format!("slept {} ms", s.ms))
         })
         .unary(&m("live"), |_ctx, (): ()| async move { Ok(LIVE.load(Ordering::SeqCst)) })
+        .unary(&m("env"), |_ctx, (): ()| async move { Ok(std::env::vars().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>()) })
         .unary(&m("grandchild"), |_ctx, (): ()| async move {
             let c = std::process::Command::new("sleep").arg("1000").spawn().map_err(|e| Error::defect(e.to_string()))?;
             Ok(c.id())

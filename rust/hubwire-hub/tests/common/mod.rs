@@ -44,14 +44,22 @@ impl Hub {
 
     /// Like [`Hub::start`], with extra `[hub]` lines and extra arguments.
     pub fn start_with(hub_extra: &str, providers: &str, args: &[&str]) -> Hub {
+        Hub::start_env(hub_extra, providers, args, &[])
+    }
+
+    /// Like [`Hub::start_with`], with extra environment variables.
+    pub fn start_env(hub_extra: &str, providers: &str, args: &[&str], env: &[(&str, &str)]) -> Hub {
         let dir = temp_dir();
         let config = format!("[hub]\nunix = \"hub.sock\"\n{hub_extra}\n{}", providers.replace("{provider}", PROVIDER));
         std::fs::write(dir.join("hubwire.toml"), config).unwrap();
+        // Whatever the umask: a config others could write is refused.
+        std::fs::set_permissions(dir.join("hubwire.toml"), std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
         let child = Command::new(HUB)
             .arg("hub")
             .arg("--config")
             .arg(dir.join("hubwire.toml"))
             .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.join("hub.log")).unwrap())
             .spawn()
@@ -189,7 +197,7 @@ pub fn http_with(addr: &str, method: &str, path: &str, headers: &str, body: &str
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\n{headers}Content-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\n{headers}Content-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .unwrap();

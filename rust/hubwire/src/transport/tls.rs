@@ -251,6 +251,15 @@ fn flush(conn: &mut rustls::Connection, fd: RawFd) -> io::Result<()> {
 }
 
 impl TlsTransport {
+    /// The server side of an accepted TCP connection: the TLS handshake
+    /// (within the acceptor's deadline), then the transport, labelled
+    /// `label`. For accept loops of their own (the hub's, which admits a
+    /// connection under its limits before the handshake).
+    pub async fn accept(acceptor: &Acceptor, stream: tokio::net::TcpStream, label: String) -> io::Result<TlsTransport> {
+        let (stream, conn) = acceptor.accept(stream).await?.into_inner();
+        TlsTransport::new(stream, conn.into(), label)
+    }
+
     fn new(stream: tokio::net::TcpStream, mut conn: rustls::Connection, label: String) -> io::Result<TlsTransport> {
         // Encrypted bytes not yet taken by the socket: at most this many
         // are held before writes would block (also rustls' default).
@@ -464,14 +473,7 @@ async fn handshake_loop(tcp: tokio::net::TcpListener, acceptor: Acceptor, ready:
         let (acceptor, ready) = (acceptor.clone(), ready.clone());
         handshaking.spawn(async move {
             let _permit = permit;
-            let t = match acceptor.accept(stream).await {
-                Ok(tls) => {
-                    let (stream, conn) = tls.into_inner();
-                    TlsTransport::new(stream, conn.into(), format!("tls:{peer}"))
-                }
-                Err(e) => Err(e),
-            };
-            match t {
+            match TlsTransport::accept(&acceptor, stream, format!("tls:{peer}")).await {
                 Ok(t) => {
                     let _ = ready.send(Arc::new(t)).await;
                 }
