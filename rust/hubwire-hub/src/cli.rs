@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hubwire::transport::{tcp, unix};
-use hubwire::{CallOptions, Codec, Connection, ConnectionOptions, Error, Kind, Payload};
+use hubwire::{CallOptions, Codec, Connection, ConnectionOptions, Error, Kind, Payload, Token};
 
 use crate::status::{self, MethodRow, Status};
 
@@ -60,8 +60,18 @@ pub fn find_hub(flag: Option<&str>, config: &Path) -> Result<HubAddr, String> {
     }
 }
 
-/// Dials the hub.
-pub async fn connect(addr: &HubAddr) -> Result<Connection, String> {
+/// The token the CLI sends when it dials over TCP: the first line of
+/// `--token-file`, else `$HUBWIRE_TOKEN`, else none.
+pub fn find_token(flag: Option<&Path>) -> Result<Option<Token>, String> {
+    match flag {
+        Some(f) => crate::auth::read_token_file(f).map(Some).map_err(|e| format!("--token-file: {e}")),
+        None => crate::auth::token_from_env(),
+    }
+}
+
+/// Dials the hub; over TCP, with `token` in our HELLO (a Unix socket needs
+/// none: its peers are checked by the file system).
+pub async fn connect(addr: &HubAddr, token: Option<&Token>) -> Result<Connection, String> {
     let config = ConnectionOptions::new("hubwire-cli");
     let hint = "is `hubwire hub` running?";
     let r = match addr {
@@ -70,7 +80,10 @@ pub async fn connect(addr: &HubAddr) -> Result<Connection, String> {
             Err(e) => return Err(format!("cannot reach the hub at {addr}: {e} ({hint})")),
         },
         HubAddr::Tcp(a) => match tcp::connect(a.as_str()).await {
-            Ok(t) => Connection::dial(t, &config).await,
+            Ok(t) => match token {
+                Some(k) => Connection::dial(t, &config.token(k.0.clone())).await,
+                None => Connection::dial(t, &config).await,
+            },
             Err(e) => return Err(format!("cannot reach the hub at {addr}: {e} ({hint})")),
         },
     };

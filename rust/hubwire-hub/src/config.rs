@@ -71,6 +71,12 @@ pub struct HubSection {
     /// `Host` values the HTTP gateway and the WebSocket listener accept;
     /// empty = `localhost`, `127.0.0.1`, `[::1]` and the listen address.
     pub allowed_hosts: Vec<String>,
+    // Authentication (h19-auth).
+    /// `token_file`, resolved against the config's directory.
+    pub token_file: Option<Located<PathBuf>>,
+    /// The token TCP, WebSocket and HTTP clients must present: the first
+    /// line of `token_file`, else (by [`load`]) the hub's `HUBWIRE_TOKEN`.
+    pub token: Option<hubwire::Token>,
 }
 
 /// A value and the line it was written on (for errors found later, such
@@ -152,6 +158,7 @@ struct HubToml {
     websocket: Option<Spanned<String>>,
     allowed_origins: Option<Vec<String>>,
     allowed_hosts: Option<Vec<String>>,
+    token_file: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -181,11 +188,16 @@ pub fn load(path: &Path) -> Result<HubConfig, ConfigError> {
         line: None,
         message: format!("cannot read the config: {e}"),
     })?;
-    parse(&text, path)
+    let mut cfg = parse(&text, path)?;
+    if cfg.hub.token.is_none() {
+        cfg.hub.token =
+            crate::auth::token_from_env().map_err(|message| ConfigError { file: cfg.file.display().to_string(), line: None, message })?;
+    }
+    Ok(cfg)
 }
 
 /// Parses config text; relative paths are resolved against `path`'s
-/// directory.
+/// directory, and a `token_file` is read.
 pub fn parse(text: &str, path: &Path) -> Result<HubConfig, ConfigError> {
     let p = Parser { text, file: path.display().to_string() };
     let file: File = toml::from_str(text).map_err(|e| {
@@ -272,6 +284,11 @@ impl Parser<'_> {
             },
         };
         let located = |s: Spanned<String>| Located { line: self.line_of(s.span().start), value: s.into_inner() };
+        let token_file = h.token_file.map(located).map(|f| Located { value: base.join(f.value), line: f.line });
+        let token = match &token_file {
+            None => None,
+            Some(f) => Some(crate::auth::read_token_file(&f.value).map_err(|e| self.err(Some(f.line), format!("token_file: {e}")))?),
+        };
         Ok(HubSection {
             name: h.name.unwrap_or_else(|| "hubwire".into()),
             unix: h.unix.map(located).map(|u| Located { value: base.join(u.value), line: u.line }),
@@ -282,6 +299,8 @@ impl Parser<'_> {
             websocket: h.websocket.map(located),
             allowed_origins: h.allowed_origins.unwrap_or_default(),
             allowed_hosts: h.allowed_hosts.unwrap_or_default(),
+            token_file,
+            token,
         })
     }
 

@@ -9,6 +9,11 @@
 //! | `GET /healthz` | 200 when every provider has a ready replica, else 503 naming the ones that do not |
 //! | `GET /metrics` | Prometheus text format |
 //!
+//! With a token configured (`crate::auth`), every request but
+//! `GET /healthz` needs `Authorization: Bearer <token>`, else 401 with
+//! `WWW-Authenticate: Bearer`; without one, `GET /v1/status` is the
+//! redacted status of untrusted callers.
+//!
 //! A call goes through an in-memory hubwire connection to the hub itself,
 //! so it is routed, limited and drained exactly like any other client's.
 //! Client- and bidi-stream inputs are NDJSON request bodies (one JSON value
@@ -23,7 +28,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use hubwire::{CallOptions, Code, Codec, Connection, Error, Kind, Payload};
+use hubwire::{CallOptions, Code, Codec, Connection, Error, Kind, Payload, Token};
 use hyper::body::{Frame, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use tokio::sync::mpsc;
@@ -71,11 +76,13 @@ struct Gateway {
     conn: Connection,
     reg: Arc<Registry>,
     hub: String,
+    token: Option<Token>,
 }
 
-/// Serves HTTP on `listener` until the task is aborted.
-pub async fn serve(listener: tokio::net::TcpListener, conn: Connection, reg: Arc<Registry>, hub: String) {
-    let gw = Arc::new(Gateway { conn, reg, hub });
+/// Serves HTTP on `listener` until the task is aborted; with `token`, only
+/// to requests that carry it as a bearer token.
+pub async fn serve(listener: tokio::net::TcpListener, conn: Connection, reg: Arc<Registry>, hub: String, token: Option<Token>) {
+    let gw = Arc::new(Gateway { conn, reg, hub, token });
     loop {
         let (stream, _) = match listener.accept().await {
             Ok(x) => x,
@@ -102,6 +109,19 @@ pub async fn serve(listener: tokio::net::TcpListener, conn: Connection, reg: Arc
 
 fn respond(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<Body> {
     Response::builder().status(status).header("content-type", content_type).body(Body::Full(Some(body.into()))).unwrap()
+}
+
+/// 401 for a request without the bearer token (RFC 6750 §3).
+fn unauthorized() -> Response<Body> {
+    let body =
+        serde_json::to_vec(&serde_json::json!({"code": "unauthenticated", "message": "this hub requires Authorization: Bearer <token>"}))
+            .unwrap_or_default();
+    Response::builder()
+        .status(StatusCode::UNAUTHORIZED)
+        .header("content-type", "application/json")
+        .header(hyper::header::WWW_AUTHENTICATE, "Bearer")
+        .body(Body::Full(Some(body.into())))
+        .unwrap()
 }
 
 fn json(status: StatusCode, v: &impl serde::Serialize) -> Response<Body> {
@@ -152,11 +172,23 @@ fn to_json(p: &Payload) -> Result<Bytes, String> {
 impl Gateway {
     async fn handle(&self, req: Request<Incoming>) -> Response<Body> {
         let path = req.uri().path().to_string();
+        if let Some(token) = &self.token {
+            // Liveness stays open, so probes need no secret; it says only
+            // which providers are down.
+            let header = req.headers().get(hyper::header::AUTHORIZATION).map(|v| v.as_bytes());
+            if !(req.method() == Method::GET && path == "/healthz") && !crate::auth::bearer_matches(header, token) {
+                return unauthorized();
+            }
+        }
         match (req.method(), path.as_str()) {
             (&Method::GET, "/healthz") => self.health(),
             (&Method::GET, "/metrics") => respond(StatusCode::OK, "text/plain; version=0.0.4", crate::prometheus::render(&self.reg)),
             (&Method::GET, "/v1/methods") => json(StatusCode::OK, &status::methods(&self.reg)),
-            (&Method::GET, "/v1/status") => json(StatusCode::OK, &status::status(&self.reg, &self.hub)),
+            (&Method::GET, "/v1/status") => {
+                // Every request got this far with the token, or none is set.
+                let s = status::status(&self.reg, &self.hub);
+                json(StatusCode::OK, &if self.token.is_some() { s } else { s.redacted() })
+            }
             (&Method::POST, p) if p.starts_with("/v1/call/") => {
                 let method = match percent_decode(&p["/v1/call/".len()..]) {
                     Some(m) => m,

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hubwire::transport::{self, memory, tcp, unix, Listener};
-use hubwire::{Connection, ConnectionOptions, Provider, WaitMode};
+use hubwire::{Connection, ConnectionOptions, Provider, Token, WaitMode};
 use tokio::task::JoinSet;
 
 use crate::config::{ConfigError, HubConfig, Located};
@@ -113,12 +113,13 @@ pub async fn bind(cfg: &HubConfig) -> Result<Bound, ConfigError> {
 }
 
 /// The service the hub offers its clients: its own methods, and every
-/// provider's, relayed.
-fn hub_service(reg: &Arc<Registry>, name: &str) -> HubService {
+/// provider's, relayed. Untrusted callers get the redacted status.
+fn hub_service(reg: &Arc<Registry>, name: &str, trusted: bool) -> HubService {
     let (r1, r2, hub) = (reg.clone(), reg.clone(), name.to_string());
     let own = Provider::new(name)
         .unary(STATUS_METHOD, move |_ctx, (): ()| {
             let s = status::status(&r1, &hub);
+            let s = if trusted { s } else { s.redacted() };
             async move { Ok(s) }
         })
         .doc(STATUS_METHOD, "The hub's providers and replicas: state, pid, restarts, calls, errors, latency")
@@ -130,6 +131,34 @@ fn hub_service(reg: &Arc<Registry>, name: &str) -> HubService {
     HubService { own, registry: reg.clone() }
 }
 
+/// The options client connections are served with. A trusted connection
+/// sees private status (`crate::auth`); which connections are trusted is
+/// the listener's business.
+#[derive(Clone)]
+pub struct Serving {
+    trusted: ConnectionOptions,
+    untrusted: ConnectionOptions,
+}
+
+impl Serving {
+    fn new(base: &ConnectionOptions, reg: &Arc<Registry>, name: &str) -> Serving {
+        Serving {
+            trusted: base.clone().service(hub_service(reg, name, true)),
+            untrusted: base.clone().service(hub_service(reg, name, false)),
+        }
+    }
+
+    /// The options for a connection: `trusted` or not, and with `token`
+    /// required in the client's HELLO (GOAWAY `unauthenticated` otherwise).
+    pub fn options(&self, trusted: bool, token: Option<&Token>) -> ConnectionOptions {
+        let o = if trusted { self.trusted.clone() } else { self.untrusted.clone() };
+        match token {
+            Some(t) => o.require_token(t.0.clone()),
+            None => o,
+        }
+    }
+}
+
 /// Runs the hub until SIGTERM or SIGINT, then shuts it down in order.
 pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
     // Before any child exists, so that a SIGTERM from here on is a clean stop.
@@ -138,23 +167,34 @@ pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
     let wait = if cfg.hub.low_latency { WaitMode::low_latency() } else { WaitMode::Efficient };
     let upstream = ConnectionOptions::new(cfg.hub.name.clone()).wait(wait);
     let supervisors = crate::supervise::start(&reg, &upstream);
-    let serving = ConnectionOptions::new(cfg.hub.name.clone()).wait(wait).service(hub_service(&reg, &cfg.hub.name));
+    let serving = Serving::new(&ConnectionOptions::new(cfg.hub.name.clone()).wait(wait), &reg, &cfg.hub.name);
+    // With a token, every TCP, WebSocket and HTTP client has proved it
+    // holds it, so all are trusted; without one, none of them is. The Unix
+    // socket's peers are vetted by the file system (and their uid).
+    let token = cfg.hub.token.as_ref();
+    let remote = serving.options(token.is_some(), token);
 
     let clients = Arc::new(Clients::default());
     let mut accepting = JoinSet::new();
     let Bound { unix, tcp, http, websocket } = bound;
-    let listeners: [Option<Box<dyn Listener>>; 3] =
-        [unix.map(|l| Box::new(l) as _), tcp.map(|l| Box::new(l) as _), websocket.map(|l| Box::new(l) as _)];
-    for l in listeners.into_iter().flatten() {
-        accepting.spawn(accept_loop(l, clients.clone(), serving.clone()));
+    let listeners: [(Option<Box<dyn Listener>>, ConnectionOptions); 3] = [
+        (unix.map(|l| Box::new(l) as _), serving.options(true, None)),
+        (tcp.map(|l| Box::new(l) as _), remote.clone()),
+        (websocket.map(|l| Box::new(l) as _), remote),
+    ];
+    for (l, options) in listeners {
+        if let Some(l) = l {
+            accepting.spawn(accept_loop(l, clients.clone(), options));
+        }
     }
     if let Some(l) = http {
         // The gateway is one more client, over an in-memory connection.
         let (ours, theirs) = memory::pair();
-        tokio::spawn(clients.clone().serve(Arc::new(theirs), serving.clone()));
+        // The gateway checks the bearer token itself, on every request.
+        tokio::spawn(clients.clone().serve(Arc::new(theirs), serving.options(token.is_some(), None)));
         let conn = Connection::dial(ours, &ConnectionOptions::new("http-gateway")).await.map_err(std::io::Error::other)?;
         tracing::info!(listen = %l.local_addr()?, "HTTP gateway");
-        accepting.spawn(crate::gateway::serve(l, conn, reg.clone(), cfg.hub.name.clone()));
+        accepting.spawn(crate::gateway::serve(l, conn, reg.clone(), cfg.hub.name.clone(), token.cloned()));
     }
     tracing::info!(config = %cfg.file.display(), providers = cfg.providers.len(), "hub started");
 

@@ -76,6 +76,9 @@ struct HubFlags {
     /// The config file to find the hub's address in.
     #[arg(long, short, default_value = "hubwire.toml")]
     config: PathBuf,
+    /// Over TCP: send the token on this file's first line (default: $HUBWIRE_TOKEN).
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -138,7 +141,8 @@ where
 {
     let r = rt.block_on(async {
         let addr = cli::find_hub(flags.hub.as_deref(), &flags.config)?;
-        let conn = cli::connect(&addr).await?;
+        let token = cli::find_token(flags.token_file.as_deref())?;
+        let conn = cli::connect(&addr, token.as_ref()).await?;
         f(conn).await
     });
     match r {

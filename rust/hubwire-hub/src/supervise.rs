@@ -214,7 +214,9 @@ fn spawn(
     dir: Option<&std::path::Path>,
 ) -> Result<(child::ChildTransport, Child), String> {
     let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..]).envs(env);
+    // The hub's token is not the provider's business (its own `env` may
+    // still set one).
+    cmd.args(&argv[1..]).env_remove(crate::auth::TOKEN_ENV).envs(env);
     if let Some(d) = dir {
         cmd.current_dir(d);
     }
