@@ -179,3 +179,21 @@ pub fn negotiate(ours: &[u32], theirs: &[u32]) -> Result<u32, FrameError> {
         FrameError::new(Code::UnsupportedVersion, format!("no common protocol version: we speak {ours:?}, peer speaks {theirs:?}"))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_matches_only_itself_and_never_prints() {
+        let t = Token("s3cret".into());
+        assert!(t.matches(&Token("s3cret".into())));
+        for other in ["s3cre", "s3crett", "S3cret", ""] {
+            assert!(!t.matches(&Token(other.into())), "{other:?}");
+        }
+        let mut h = Hello::new(PeerInfo { name: "a".into(), lang: "rust".into(), version: "1".into() });
+        h.token = Some(t);
+        assert!(!format!("{h:?}").contains("s3cret"), "a logged HELLO hides its token");
+        assert!(String::from_utf8(h.to_json()).unwrap().contains(r#""token":"s3cret""#), "but sends it");
+    }
+}
