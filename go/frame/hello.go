@@ -2,6 +2,7 @@ package frame
 
 import (
 	"bytes"
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -41,6 +42,18 @@ type Hello struct {
 	Window   uint32
 	MaxCalls uint32
 	Methods  []MethodInfo
+	// Token is the dialer's credential (spec/PROTOCOL.md §4.4), "" when
+	// absent; an acceptor never sends one. Never log it.
+	Token string
+}
+
+// MaxToken is the longest token a HELLO may carry, in bytes (§4.4).
+const MaxToken = 4096
+
+// TokenMatches reports whether got equals want, in time that depends only
+// on their lengths, never on where the first difference is (§4.4).
+func TokenMatches(got, want string) bool {
+	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
 // NewHello returns a HELLO for version 1 with the default limits and no
@@ -76,6 +89,7 @@ type wireHello struct {
 	Window   uint32       `json:"window"`
 	MaxCalls uint32       `json:"max_calls"`
 	Methods  []wireMethod `json:"methods"`
+	Token    string       `json:"token,omitempty"`
 }
 
 func emptySchema(s any) any {
@@ -89,7 +103,7 @@ func emptySchema(s any) any {
 // canonical order (schema maps sorted by key), nothing escaped that need
 // not be.
 func (h *Hello) JSON() []byte {
-	w := wireHello{Versions: h.Versions, Peer: h.Peer, MaxFrame: h.MaxFrame, Window: h.Window, MaxCalls: h.MaxCalls, Methods: []wireMethod{}}
+	w := wireHello{Versions: h.Versions, Peer: h.Peer, MaxFrame: h.MaxFrame, Window: h.Window, MaxCalls: h.MaxCalls, Methods: []wireMethod{}, Token: h.Token}
 	for _, m := range h.Methods {
 		w.Methods = append(w.Methods, wireMethod{m.Name, m.Kind.String(), emptySchema(m.Input), emptySchema(m.Output), m.Errors, m.Doc})
 	}
@@ -173,6 +187,11 @@ func ParseHello(body []byte) (*Hello, *Error) {
 				return nil, err
 			}
 			h.Methods = append(h.Methods, mi)
+		}
+	}
+	if v, ok := top["token"]; ok {
+		if v[0] != '"' || json.Unmarshal(v, &h.Token) != nil || len(h.Token) == 0 || len(h.Token) > MaxToken {
+			return bad("token must be a string of 1-%d bytes", MaxToken)
 		}
 	}
 	return h, nil

@@ -9,6 +9,7 @@ lines on stdout. Model: ``rust/hubwire-testee``, ``ts/conformance/testee.ts``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import sys
@@ -46,12 +47,20 @@ def parent() -> hubwire.transport.Transport:
     return t
 
 
+def with_token(cmd: dict[str, Any], field: str) -> ConnectionOptions:
+    """The options, with the command's ``token`` (if any) as ``field``:
+    ``require_token`` for serve, ``token`` for connect."""
+    token = cmd.get("token")
+    return dataclasses.replace(OPTIONS, **{field: token}) if isinstance(token, str) else OPTIONS
+
+
 async def serve(cmd: dict[str, Any]) -> None:
     provider = conformance_service(emit)
     transport = cmd.get("transport")
+    options = with_token(cmd, "require_token")
     if transport == "child":
         emit({"event": "ready", "address": "child"})  # the runner waits for it before its handshake
-        await provider.serve_transport(parent(), OPTIONS)
+        await provider.serve_transport(parent(), options)
         return
     if transport == "unix":
         listener: hubwire.transport.Listener = await unix.listen(cmd["address"])
@@ -60,17 +69,18 @@ async def serve(cmd: dict[str, Any]) -> None:
     else:
         raise HubwireError(Code.unavailable, f"unsupported transport {transport!r}")
     emit({"event": "ready", "address": listener.address})
-    await provider.serve(listener, OPTIONS)
+    await provider.serve(listener, options)
 
 
 async def connect(cmd: dict[str, Any]) -> Connection:
     transport = cmd.get("transport")
+    options = with_token(cmd, "token")
     if transport == "unix":
-        return await Connection.dial(await unix.connect(cmd["address"]), OPTIONS)
+        return await Connection.dial(await unix.connect(cmd["address"]), options)
     if transport == "tcp":
-        return await Connection.dial(await tcp.connect(cmd["address"]), OPTIONS)
+        return await Connection.dial(await tcp.connect(cmd["address"]), options)
     if transport == "child":
-        return await Connection.accept(parent(), OPTIONS)  # a child is its parent's acceptor, even when it calls
+        return await Connection.accept(parent(), options)  # a child is its parent's acceptor, even when it calls
     raise HubwireError(Code.unavailable, f"unsupported transport {transport!r}")
 
 

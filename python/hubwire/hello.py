@@ -4,6 +4,7 @@ version negotiation."""
 
 from __future__ import annotations
 
+import hmac
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,8 @@ DEFAULT_MAX_FRAME = 16 * 1024 * 1024
 DEFAULT_WINDOW = 64
 DEFAULT_MAX_CALLS = 4096
 MIN_MAX_FRAME = 4096
+#: The longest ``token`` a HELLO may carry, in bytes (§4.4).
+MAX_TOKEN = 4096
 U32_MAX = 0xFFFFFFFF
 KIND_NAMES = ("unary", "server_stream", "client_stream", "bidi")
 
@@ -52,6 +55,15 @@ class Hello:
     window: int = DEFAULT_WINDOW
     max_calls: int = DEFAULT_MAX_CALLS
     methods: list[MethodInfo] = field(default_factory=list)
+    #: The dialer's credential (§4.4), or None; an acceptor never sends
+    #: one. Left out of ``repr`` so a logged HELLO never shows it.
+    token: str | None = field(default=None, repr=False)
+
+
+def token_matches(got: str, want: str) -> bool:
+    """Whether ``got`` equals ``want``, in time that depends only on their
+    lengths, never on where the first difference is (§4.4)."""
+    return hmac.compare_digest(got.encode("utf-8"), want.encode("utf-8"))
 
 
 def _bad(why: str) -> HubwireError:
@@ -114,6 +126,9 @@ def hello_from_value(v: Any) -> Hello:
         inp = m.get("input")
         out = m.get("output")
         methods.append(MethodInfo(name, kind, {} if inp is None else inp, {} if out is None else out, m.get("errors"), doc))
+    token = v.get("token")
+    if "token" in v and not (isinstance(token, str) and 1 <= len(token.encode("utf-8")) <= MAX_TOKEN):
+        raise _bad(f"token must be a string of 1-{MAX_TOKEN} bytes")
     return Hello(
         versions=[int(x) for x in versions],
         peer=peer,
@@ -121,6 +136,7 @@ def hello_from_value(v: Any) -> Hello:
         window=_u32(v.get("window"), "window", 1, DEFAULT_WINDOW),
         max_calls=_u32(v.get("max_calls"), "max_calls", 1, DEFAULT_MAX_CALLS),
         methods=methods,
+        token=token,
     )
 
 
@@ -153,7 +169,7 @@ def hello_value(h: Hello) -> dict[str, Any]:
         if m.doc is not None:
             o["doc"] = m.doc
         methods.append(o)
-    return {
+    value: dict[str, Any] = {
         "versions": list(h.versions),
         "peer": {"name": h.peer.name, "lang": h.peer.lang, "version": h.peer.version},
         "max_frame": h.max_frame,
@@ -161,6 +177,9 @@ def hello_value(h: Hello) -> dict[str, Any]:
         "max_calls": h.max_calls,
         "methods": methods,
     }
+    if h.token is not None:
+        value["token"] = h.token
+    return value
 
 
 def encode_hello(h: Hello) -> bytes:

@@ -8,7 +8,7 @@
  */
 
 import { createInterface } from "node:readline";
-import { child, Connection, HubwireError, tcp, unix, SDK_VERSION, type CallOptions, type Transport } from "hubwire";
+import { child, Connection, HubwireError, tcp, unix, SDK_VERSION, type CallOptions, type ConnectionOptions, type Transport } from "hubwire";
 import { conformanceService } from "./service.js";
 
 /** Byte strings as arrays of numbers (as JSON carries them, `spec/PROTOCOL.md` §6). */
@@ -35,7 +35,8 @@ type Cmd = Record<string, any>;
 
 async function serve(cmd: Cmd): Promise<string> {
   const provider = conformanceService(emit);
-  const options = { name: "conformance-testee" };
+  const options: ConnectionOptions = { name: "conformance-testee" };
+  if (typeof cmd.token === "string") options.requireToken = cmd.token;
   switch (cmd.transport) {
     case "unix":
     case "tcp": {
@@ -53,7 +54,8 @@ async function serve(cmd: Cmd): Promise<string> {
 }
 
 async function connect(cmd: Cmd): Promise<Connection> {
-  const options = { name: "conformance-testee" };
+  const options: ConnectionOptions = { name: "conformance-testee" };
+  if (typeof cmd.token === "string") options.token = cmd.token;
   switch (cmd.transport) {
     case "unix":
       return Connection.dial(await unix.connect(cmd.address), options);

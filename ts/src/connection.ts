@@ -34,14 +34,21 @@ export interface ConnectionOptions {
   maxCalls?: number;
   /** How long to wait for the peer's HELLO (default 10 s). */
   handshakeTimeoutMs?: number;
+  /** As the dialer: the token sent in our HELLO (`spec/PROTOCOL.md` §4.4). */
+  token?: string;
+  /**
+   * As the acceptor: the token dialers must send. Without it (or with
+   * another) they get GOAWAY `unauthenticated`, and never our HELLO.
+   */
+  requireToken?: string;
 }
 
 /** The package version, sent in HELLO. */
 export const SDK_VERSION = "0.1.0";
 
 /** Our HELLO, from the options. */
-function localHello(options: ConnectionOptions): Hello {
-  return {
+function localHello(options: ConnectionOptions, dialer: boolean): Hello {
+  const hello: Hello = {
     versions: [VERSION],
     peer: { name: options.name ?? "ts", lang: "ts", version: SDK_VERSION },
     max_frame: options.maxFrame ?? DEFAULT_MAX_FRAME,
@@ -49,6 +56,9 @@ function localHello(options: ConnectionOptions): Hello {
     max_calls: Math.max(1, options.maxCalls ?? DEFAULT_MAX_CALLS),
     methods: options.service?.methods() ?? [],
   };
+  // Only a dialer sends a token (§4.4).
+  if (dialer && options.token !== undefined) hello.token = options.token;
+  return hello;
 }
 
 /** A live connection to a peer: call its methods, and serve ours to it. */
@@ -57,7 +67,7 @@ export class Connection {
   readonly core: Core;
 
   private constructor(transport: Transport, options: ConnectionOptions, dialer: boolean) {
-    this.core = new Core(transport, dialer, localHello(options));
+    this.core = new Core(transport, dialer, localHello(options, dialer));
     // Carried opaquely by the engine, so a handler's context can call back.
     this.core.connection = this;
   }
@@ -73,7 +83,8 @@ export class Connection {
   }
 
   private async open(options: ConnectionOptions): Promise<Connection> {
-    await open(this.core, options.service, options.handshakeTimeoutMs ?? 10_000);
+    const gate = this.core.dialer ? undefined : options.requireToken;
+    await open(this.core, options.service, options.handshakeTimeoutMs ?? 10_000, gate);
     return this;
   }
 

@@ -13,6 +13,8 @@ export const DEFAULT_WINDOW = 64;
 export const DEFAULT_MAX_CALLS = 4096;
 /** The smallest `max_frame` a peer may declare. */
 export const MIN_MAX_FRAME = 4096;
+/** The longest `token` a HELLO may carry, in bytes (§4.4). */
+export const MAX_TOKEN = 4096;
 const U32_MAX = 0xffffffff;
 
 /** The four call kinds' names, by their wire value (REQUEST flags bits 0–1). */
@@ -63,6 +65,8 @@ export interface Hello {
   window: number;
   max_calls: number;
   methods: MethodInfo[];
+  /** The dialer's credential (§4.4), present only when sent; an acceptor never sends one. Never log it. */
+  token?: string;
 }
 
 const utf8 = new TextEncoder();
@@ -121,7 +125,7 @@ export function helloFromValue(v: unknown): Hello {
     }
     return info;
   });
-  return {
+  const hello: Hello = {
     versions: versions as number[],
     peer,
     max_frame: u32(v.max_frame, "max_frame", MIN_MAX_FRAME, DEFAULT_MAX_FRAME),
@@ -129,6 +133,24 @@ export function helloFromValue(v: unknown): Hello {
     max_calls: u32(v.max_calls, "max_calls", 1, DEFAULT_MAX_CALLS),
     methods,
   };
+  if (v.token !== undefined) {
+    const len = typeof v.token === "string" ? utf8.encode(v.token).length : -1;
+    if (len < 1 || len > MAX_TOKEN) throw bad(`token must be a string of 1-${MAX_TOKEN} bytes`);
+    hello.token = v.token as string;
+  }
+  return hello;
+}
+
+/**
+ * Whether `got` equals `want`, in time that depends only on their lengths,
+ * never on where the first difference is (§4.4).
+ */
+export function tokenMatches(got: string, want: string): boolean {
+  const a = utf8.encode(got);
+  const b = utf8.encode(want);
+  let diff = a.length ^ b.length;
+  for (let i = 0; i < Math.max(a.length, b.length); i++) diff |= (a[i] ?? 0) ^ (b[i] ?? 0);
+  return diff === 0;
 }
 
 /** Parses and validates a HELLO body (UTF-8 JSON bytes). */
@@ -165,6 +187,7 @@ export function encodeHello(h: Hello): Uint8Array {
       if (m.doc !== undefined) o.doc = m.doc;
       return o;
     }),
+    ...(h.token === undefined ? {} : { token: h.token }),
   };
   return utf8.encode(JSON.stringify(canonical));
 }

@@ -144,6 +144,8 @@ func main() {
 func serve(ev *events, cmd map[string]any) {
 	provider := conformanceService(ev)
 	address, _ := cmd["address"].(string)
+	opts := hubwire.ConnectionOptions{Name: "conformance-testee"}
+	opts.RequireToken, _ = cmd["token"].(string)
 	var l transport.Listener
 	var err error
 	switch cmd["transport"] {
@@ -159,7 +161,7 @@ func serve(ev *events, cmd map[string]any) {
 			return
 		}
 		ev.emit(map[string]any{"event": "ready", "address": "child"})
-		go provider.ServeTransport(t, hubwire.ConnectionOptions{Name: "conformance-testee"})
+		go provider.ServeTransport(t, opts)
 		return
 	default:
 		err = fmt.Errorf("unsupported transport %v", cmd["transport"])
@@ -169,11 +171,12 @@ func serve(ev *events, cmd map[string]any) {
 		return
 	}
 	ev.emit(map[string]any{"event": "ready", "address": l.Addr()})
-	go provider.Serve(l, hubwire.ConnectionOptions{Name: "conformance-testee"})
+	go provider.Serve(l, opts)
 }
 
 func connect(cmd map[string]any) (*hubwire.Connection, error) {
 	opts := hubwire.ConnectionOptions{Name: "conformance-testee"}
+	opts.Token, _ = cmd["token"].(string)
 	address, _ := cmd["address"].(string)
 	switch cmd["transport"] {
 	case "unix":

@@ -13,16 +13,29 @@ import (
 // once, read the peer's and negotiate the version; then the connection's
 // one reader goroutine starts. A handshake that fails for anything but a
 // lost peer is refused with GOAWAY and its code, so the peer learns why.
+//
+// An acceptor that requires a token (§4.4) reads the dialer's HELLO first
+// and sends its own only once the token matches: its HELLO lists its
+// methods, which a peer without the token must not learn.
 
 // Open opens a connection over t as the dialer (odd call ids) or the
 // acceptor (even ids) and starts its reader. On failure t is closed.
 func Open(t transport.Transport, o Options, dialer bool) (*Core, error) {
 	o = o.withDefaults()
-	local := o.hello()
+	local := o.hello(dialer)
 	w := newWriter(t)
-	if err := w.push((&frame.Frame{Type: frame.TypeHello, Hello: local}).Append(nil), nil, false); err != nil {
-		t.Close()
-		return nil, unavailable("cannot send HELLO: %v", err)
+	gated := !dialer && o.RequireToken != ""
+	sendHello := func() error {
+		if err := w.push((&frame.Frame{Type: frame.TypeHello, Hello: local}).Append(nil), nil, false); err != nil {
+			t.Close()
+			return unavailable("cannot send HELLO: %v", err)
+		}
+		return nil
+	}
+	if !gated {
+		if err := sendHello(); err != nil {
+			return nil, err
+		}
 	}
 	dec := frame.NewDecoder(o.MaxFrame)
 	rb := &readBuf{}
@@ -47,6 +60,18 @@ func Open(t transport.Transport, o Options, dialer bool) (*Core, error) {
 		return nil, Errorf(f.Code, "peer refused the handshake: %s", f.Message)
 	default:
 		return refuse(&frame.Error{Code: frame.ProtocolError, Message: "expected HELLO as the first frame, got " + f.Type.String()})
+	}
+	if gated {
+		// Never echo the token.
+		switch {
+		case f.Hello.Token == "":
+			return refuse(&frame.Error{Code: frame.Unauthenticated, Message: "token required"})
+		case !frame.TokenMatches(f.Hello.Token, o.RequireToken):
+			return refuse(&frame.Error{Code: frame.Unauthenticated, Message: "wrong token"})
+		}
+		if err := sendHello(); err != nil {
+			return nil, err
+		}
 	}
 	version, ferr := frame.Negotiate(local.Versions, f.Hello.Versions)
 	if ferr != nil {

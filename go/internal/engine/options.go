@@ -34,6 +34,12 @@ type Options struct {
 	HandshakeTimeout time.Duration
 	// Service serves the calls the peer makes; nil offers no methods.
 	Service Service
+	// Token, as the dialer: sent in our HELLO (spec/PROTOCOL.md §4.4).
+	Token string
+	// RequireToken, as the acceptor: the token dialers must send. Without
+	// it (or with another) they get GOAWAY unauthenticated and never our
+	// HELLO.
+	RequireToken string
 }
 
 // withDefaults fills in every zero field.
@@ -80,9 +86,12 @@ func waitFromEnv(spin time.Duration) (WaitMode, time.Duration) {
 }
 
 // hello is our HELLO; the service's methods are asked for once, here.
-func (o *Options) hello() *frame.Hello {
+func (o *Options) hello(dialer bool) *frame.Hello {
 	h := frame.NewHello(frame.PeerInfo{Name: o.Name, Lang: "go", Version: Version})
 	h.MaxFrame, h.Window, h.MaxCalls = o.MaxFrame, o.Window, o.MaxCalls
+	if dialer {
+		h.Token = o.Token
+	}
 	if o.Service != nil {
 		h.Methods = o.Service.Methods()
 	}

@@ -4,6 +4,10 @@ the first frame arrives); the connection is open when the peer's HELLO was
 good. A handshake that fails for anything but a lost peer is refused with
 GOAWAY and its code, so the peer learns why; one that takes longer than
 the options' ``handshake_timeout`` fails with ``deadline_exceeded``.
+
+An acceptor that requires a token (§4.4) sends its HELLO only once the
+dialer's has arrived with that token (the reader checks it): its HELLO
+lists its methods, which a peer without the token must not learn.
 """
 
 from __future__ import annotations
@@ -12,8 +16,6 @@ import asyncio
 
 from ..codes import Code
 from ..errors import HubwireError
-from ..frame import HELLO, header
-from ..hello import encode_hello
 from ..transport import Transport
 from .options import ConnectionOptions
 from .reader import Reader
@@ -24,11 +26,12 @@ async def open_connection(transport: Transport, options: ConnectionOptions, dial
     """Opens a connection over ``transport`` as the dialer (odd call ids) or
     the acceptor (even ids); returns its core once both HELLOs are in."""
     loop = asyncio.get_running_loop()
-    core = Core(transport, options.hello(), options.service, dialer, loop)
+    core = Core(transport, options.hello(dialer), options.service, dialer, loop)
+    core.require_token = None if dialer else options.require_token
     reader = Reader(core)
     core.reader = reader
-    body = encode_hello(core.local)
-    core.writer.write(header(HELLO, 0, 0, 0, len(body)), body)
+    if core.require_token is None:
+        core.send_hello()
     try:
         transport.attach(loop, reader.on_readable)
     except OSError as e:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..frame import VERSION
@@ -31,8 +31,13 @@ class ConnectionOptions:
     handshake_timeout: float = 10.0
     #: The service whose methods we offer, if any (a ``Provider``).
     service: Service | None = None
+    #: As the dialer: the token sent in our HELLO (``spec/PROTOCOL.md`` §4.4).
+    token: str | None = field(default=None, repr=False)
+    #: As the acceptor: the token dialers must send. Without it (or with
+    #: another) they get GOAWAY ``unauthenticated`` and never our HELLO.
+    require_token: str | None = field(default=None, repr=False)
 
-    def hello(self) -> Hello:
+    def hello(self, dialer: bool) -> Hello:
         """Our HELLO. The service's methods are asked for once, here."""
         return Hello(
             versions=[VERSION],
@@ -41,4 +46,6 @@ class ConnectionOptions:
             window=max(1, self.window),
             max_calls=max(1, self.max_calls),
             methods=self.service.methods() if self.service is not None else [],
+            # Only a dialer sends a token (§4.4).
+            token=self.token if dialer else None,
         )

@@ -40,7 +40,7 @@ from ..frame import (
     request_fields,
     status_fields,
 )
-from ..hello import negotiate
+from ..hello import negotiate, token_matches
 from . import serve
 
 if TYPE_CHECKING:
@@ -201,6 +201,14 @@ class Reader:
     def _first(self, frame: Frame) -> None:
         core = self.core
         if isinstance(frame, HelloFrame):
+            want = core.require_token
+            if want is not None:
+                # Raised: answered with GOAWAY, then closed. Never echo the token.
+                if frame.body.token is None:
+                    raise HubwireError(Code.unauthenticated, "token required")
+                if not token_matches(frame.body.token, want):
+                    raise HubwireError(Code.unauthenticated, "wrong token")
+                core.send_hello()
             version = negotiate(core.local.versions, frame.body.versions)
             core.peer = frame.body
             self.decoder.version = version

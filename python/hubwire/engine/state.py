@@ -16,8 +16,8 @@ from typing import Any
 
 from ..codes import Code
 from ..errors import HubwireError
-from ..frame import CANCEL, CREDIT, END, GOAWAY, ITEM, PING, RESPONSE, header, message_bytes, request_head, status_head
-from ..hello import Hello
+from ..frame import CANCEL, CREDIT, END, GOAWAY, HELLO, ITEM, PING, RESPONSE, header, message_bytes, request_head, status_head
+from ..hello import Hello, encode_hello
 from ..transport import Transport
 from .calls import CallQueue, OutCall, Served
 from .writer import Writer
@@ -39,6 +39,9 @@ class Core:
         self.service = service
         #: We opened the connection: our call ids are odd.
         self.dialer = dialer
+        #: As the acceptor: the token the dialer's HELLO must carry (§4.4),
+        #: our HELLO held back until it does; None requires none.
+        self.require_token: str | None = None
         self.writer = Writer(transport, loop, self._write_failed)
         self.out: dict[int, OutCall] = {}
         self.served: dict[int, Served] = {}
@@ -244,6 +247,12 @@ class Core:
 
     def _write_failed(self, e: OSError) -> None:
         self.die(HubwireError(Code.unavailable, f"connection lost: write failed: {e}"))
+
+    def send_hello(self) -> None:
+        """Sends our HELLO: at once, or (an acceptor requiring a token)
+        once the dialer's HELLO has shown it."""
+        body = encode_hello(self.local)
+        self.writer.write(header(HELLO, 0, 0, 0, len(body)), body)
 
     def die(self, error: HubwireError) -> None:
         """Ends the connection: fails every pending call with ``error``, stops

@@ -51,6 +51,9 @@ pub struct Case {
     /// Fields of the runner's HELLO.
     #[serde(default)]
     pub hello: Map<String, Value>,
+    /// How the testee is set up before the connection opens.
+    #[serde(default)]
+    pub testee: TesteeSetup,
     /// Auto or manual handshake.
     #[serde(default)]
     pub handshake: Handshake,
@@ -65,6 +68,17 @@ pub struct Case {
     /// The file it came from.
     #[serde(skip)]
     pub source: String,
+}
+
+/// A case's `testee:` map: settings passed to the testee in its `serve`
+/// (provider role) or `connect` (client role) command.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TesteeSetup {
+    /// Provider role: the token the testee requires of dialers; client
+    /// role: the token it sends in its HELLO (`spec/PROTOCOL.md` §4.4).
+    #[serde(default)]
+    pub token: Option<String>,
 }
 
 fn default_ignore() -> Vec<String> {
@@ -191,6 +205,7 @@ pub fn reject_cases(vectors: &Path) -> Result<Vec<Case>, String> {
                 role,
                 doc: format!("spec/vectors/reject.json case {}: GOAWAY {} and close", v.name, v.error),
                 hello: Map::new(),
+                testee: TesteeSetup::default(),
                 handshake: Handshake::Auto,
                 transports: None,
                 // Some vectors start with a valid PING: its PONG may come first.

@@ -49,7 +49,7 @@ struct Run<'a> {
 pub async fn run_case(testee: &Testee, case: &Case, transport: &str, wait: Duration, vars: Vars) -> Result<(), String> {
     let dir = TempDir::new();
     let (mut running, ours) = testee.start(transport).await?;
-    let connected = tokio::time::timeout(wait * 2, connect(&mut running, case.role, transport, ours, &dir, wait)).await;
+    let connected = tokio::time::timeout(wait * 2, connect(&mut running, case, transport, ours, &dir, wait)).await;
     let (peer, address) = match connected {
         Ok(Ok(x)) => x,
         Ok(Err(e)) => return Err(with_logs(e, &running)),
@@ -74,24 +74,32 @@ async fn first_event(r: &mut Running, wait: Duration) -> Result<Value, String> {
     r.expect(&Map::new(), &mut vars, wait).await
 }
 
+/// A control command with the case's `testee:` settings added.
+fn command(case: &Case, mut cmd: Value) -> Value {
+    if let Some(t) = &case.testee.token {
+        cmd["token"] = json!(t);
+    }
+    cmd
+}
+
 /// Connects the runner to the testee the way the role and transport say.
 async fn connect(
     r: &mut Running,
-    role: Role,
+    case: &Case,
     transport: &str,
     ours: Option<DynTransport>,
     dir: &TempDir,
     wait: Duration,
 ) -> Result<(Peer, Option<String>), String> {
     let io = |e: std::io::Error| e.to_string();
-    match role {
+    match case.role {
         Role::Provider => {
             let want = match transport {
                 "unix" => dir.0.join("testee.sock").display().to_string(),
                 "tcp" => "127.0.0.1:0".to_string(),
                 _ => String::new(),
             };
-            r.send(&json!({"op": "serve", "transport": transport, "address": want})).await?;
+            r.send(&command(case, json!({"op": "serve", "transport": transport, "address": want}))).await?;
             let ev = first_event(r, wait).await?;
             if ev["event"] != "ready" {
                 return Err(format!("serve {transport}: the testee answered {ev}"));
@@ -110,17 +118,17 @@ async fn connect(
                 "unix" => {
                     let path = dir.0.join("runner.sock");
                     let l = unix::UnixListener::bind(&path).map_err(io)?;
-                    r.send(&json!({"op": "connect", "transport": "unix", "address": path.display().to_string()})).await?;
+                    r.send(&command(case, json!({"op": "connect", "transport": "unix", "address": path.display().to_string()}))).await?;
                     transport::accept(&l).await.map_err(io)?
                 }
                 "tcp" => {
                     let l = tcp::TcpListener::bind("127.0.0.1:0").await.map_err(io)?;
                     let addr = l.local_addr().map_err(io)?.to_string();
-                    r.send(&json!({"op": "connect", "transport": "tcp", "address": addr})).await?;
+                    r.send(&command(case, json!({"op": "connect", "transport": "tcp", "address": addr}))).await?;
                     transport::accept(&l).await.map_err(io)?
                 }
                 _ => {
-                    r.send(&json!({"op": "connect", "transport": transport})).await?;
+                    r.send(&command(case, json!({"op": "connect", "transport": transport}))).await?;
                     ours.ok_or("no connection to the testee")?
                 }
             };

@@ -69,6 +69,39 @@ pub struct Hello {
     /// Methods the sender offers.
     #[serde(default)]
     pub methods: Vec<MethodInfo>,
+    /// The dialer's credential (§4.4); an acceptor never sends one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<Token>,
+}
+
+/// The longest `token` a HELLO may carry, in bytes (§4.4).
+pub const MAX_TOKEN: usize = 4096;
+
+/// A HELLO's `token`: a shared secret. Its `Debug` form is redacted, so a
+/// HELLO printed into a log never shows it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Token(pub String);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(<redacted>)")
+    }
+}
+
+impl Token {
+    /// Whether `self` equals `other`, in time that depends only on the
+    /// lengths, never on where the first differing byte is (§4.4).
+    pub fn matches(&self, other: &Token) -> bool {
+        let (a, b) = (self.0.as_bytes(), other.0.as_bytes());
+        let mut diff = (a.len() ^ b.len()) as u64;
+        for i in 0..a.len().max(b.len()) {
+            let x = a.get(i).copied().unwrap_or(0);
+            let y = b.get(i).copied().unwrap_or(0);
+            diff |= u64::from(x ^ y);
+        }
+        std::hint::black_box(diff) == 0
+    }
 }
 
 fn default_max_frame() -> u32 {
@@ -91,6 +124,7 @@ impl Hello {
             window: DEFAULT_WINDOW,
             max_calls: DEFAULT_MAX_CALLS,
             methods: Vec::new(),
+            token: None,
         }
     }
 
@@ -120,6 +154,11 @@ impl Hello {
         if self.max_calls == 0 {
             return bad("max_calls must be >= 1".into());
         }
+        if let Some(t) = &self.token {
+            if t.0.is_empty() || t.0.len() > MAX_TOKEN {
+                return bad(format!("token must be 1-{MAX_TOKEN} bytes, got {} bytes", t.0.len()));
+            }
+        }
         for m in &self.methods {
             if m.name.is_empty() || m.name.len() > 255 {
                 return bad(format!("method name must be 1-255 bytes, got {} bytes", m.name.len()));
@@ -139,4 +178,22 @@ pub fn negotiate(ours: &[u32], theirs: &[u32]) -> Result<u32, FrameError> {
     ours.iter().filter(|v| theirs.contains(v)).max().copied().ok_or_else(|| {
         FrameError::new(Code::UnsupportedVersion, format!("no common protocol version: we speak {ours:?}, peer speaks {theirs:?}"))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_matches_only_itself_and_never_prints() {
+        let t = Token("s3cret".into());
+        assert!(t.matches(&Token("s3cret".into())));
+        for other in ["s3cre", "s3crett", "S3cret", ""] {
+            assert!(!t.matches(&Token(other.into())), "{other:?}");
+        }
+        let mut h = Hello::new(PeerInfo { name: "a".into(), lang: "rust".into(), version: "1".into() });
+        h.token = Some(t);
+        assert!(!format!("{h:?}").contains("s3cret"), "a logged HELLO hides its token");
+        assert!(String::from_utf8(h.to_json()).unwrap().contains(r#""token":"s3cret""#), "but sends it");
+    }
 }

@@ -22,4 +22,4 @@ pub use codes::Code;
 pub use decode::Decoder;
 pub use error::FrameError;
 pub use frame::{Codec, Frame, FrameType, Kind, DEFAULT_MAX_FRAME, HEADER_LEN, VERSION};
-pub use hello::{negotiate, Hello, MethodInfo, PeerInfo};
+pub use hello::{negotiate, Hello, MethodInfo, PeerInfo, Token};

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hubwire::transport::{tcp, tls, unix};
-use hubwire::{CallOptions, Codec, Connection, ConnectionOptions, Error, Kind, Payload};
+use hubwire::{CallOptions, Codec, Connection, ConnectionOptions, Error, Kind, Payload, Token};
 
 use crate::status::{self, MethodRow, Status};
 use crate::terminal::printable;
@@ -93,9 +93,24 @@ fn client_tls(f: &TlsFiles) -> Result<Arc<tls::rustls::ClientConfig>, String> {
     tls::client_config(&ca, identity.as_ref().map(|(c, k)| (c.as_slice(), k.as_slice()))).map_err(|e| e.to_string())
 }
 
-/// Dials the hub (`files` is only read for a `tls:` address).
-pub async fn connect(addr: &HubAddr, files: &TlsFiles) -> Result<Connection, String> {
+/// The token the CLI sends when it dials over TCP: the first line of
+/// `--token-file`, else `$HUBWIRE_TOKEN`, else none.
+pub fn find_token(flag: Option<&Path>) -> Result<Option<Token>, String> {
+    match flag {
+        Some(f) => crate::auth::read_token_file(f).map(Some).map_err(|e| format!("--token-file: {e}")),
+        None => crate::auth::token_from_env(),
+    }
+}
+
+/// Dials the hub (`files` is only read for a `tls:` address); over TCP
+/// and TLS with `token` in our HELLO (a Unix socket needs none: its peers
+/// are checked by the file system).
+pub async fn connect(addr: &HubAddr, files: &TlsFiles, token: Option<&Token>) -> Result<Connection, String> {
     let config = ConnectionOptions::new("hubwire-cli");
+    let with_token = match token {
+        Some(k) => config.clone().token(k.0.clone()),
+        None => config.clone(),
+    };
     let hint = "is `hubwire hub` running?";
     let r = match addr {
         HubAddr::Unix(p) => match unix::connect(p).await {
@@ -103,11 +118,11 @@ pub async fn connect(addr: &HubAddr, files: &TlsFiles) -> Result<Connection, Str
             Err(e) => return Err(format!("cannot reach the hub at {addr}: {e} ({hint})")),
         },
         HubAddr::Tcp(a) => match tcp::connect(a.as_str()).await {
-            Ok(t) => Connection::dial(t, &config).await,
+            Ok(t) => Connection::dial(t, &with_token).await,
             Err(e) => return Err(format!("cannot reach the hub at {addr}: {e} ({hint})")),
         },
         HubAddr::Tls(a) => match tls::connect(a, client_tls(files)?).await {
-            Ok(t) => Connection::dial(t, &config).await,
+            Ok(t) => Connection::dial(t, &with_token).await,
             Err(e) => return Err(format!("cannot reach the hub at {addr}: {e} ({hint})")),
         },
     };

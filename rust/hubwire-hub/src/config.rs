@@ -82,6 +82,12 @@ pub struct HubSection {
     pub limits: HubLimits,
     /// Connection limits, timeouts and who may use the Unix socket.
     pub access: Access,
+    // Authentication (h19-auth).
+    /// `token_file`, resolved against the config's directory.
+    pub token_file: Option<Located<PathBuf>>,
+    /// The token TCP, WebSocket and HTTP clients must present: the first
+    /// line of `token_file`, else (by [`load`]) the hub's `HUBWIRE_TOKEN`.
+    pub token: Option<hubwire::Token>,
 }
 
 /// `[hub]` keys that bound memory and waiting (`docs/hub.md#limits`).
@@ -263,6 +269,7 @@ struct HubToml {
     unix_mode: Option<Spanned<String>>,
     unix_group: Option<Spanned<String>>,
     allow_uids: Option<Spanned<Vec<i64>>>,
+    token_file: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -297,11 +304,23 @@ pub fn load(path: &Path) -> Result<HubConfig, ConfigError> {
         line: None,
         message: format!("cannot read the config: {e}"),
     })?;
-    parse(&text, path)
+    let mut cfg = parse(&text, path)?;
+    if cfg.hub.token.is_none() {
+        cfg.hub.token =
+            crate::auth::token_from_env().map_err(|message| ConfigError { file: cfg.file.display().to_string(), line: None, message })?;
+    }
+    // Once the token is known, from the file or the environment: either
+    // protects the network listeners.
+    crate::tls_config::check_exposure(&cfg.hub).map_err(|(line, why)| ConfigError {
+        file: cfg.file.display().to_string(),
+        line: Some(line),
+        message: why,
+    })?;
+    Ok(cfg)
 }
 
 /// Parses config text; relative paths are resolved against `path`'s
-/// directory.
+/// directory, and a `token_file` is read.
 pub fn parse(text: &str, path: &Path) -> Result<HubConfig, ConfigError> {
     let p = Parser { text, file: path.display().to_string() };
     let file: File = toml::from_str(text).map_err(|e| {
@@ -325,7 +344,6 @@ pub fn parse(text: &str, path: &Path) -> Result<HubConfig, ConfigError> {
     if hub.unix.is_none() && hub.tcp.is_none() && hub.http.is_none() && hub.websocket.is_none() {
         return Err(p.err(None, "[hub] has no listener: set at least one of unix, tcp, http or websocket".into()));
     }
-    crate::tls_config::check_exposure(&hub).map_err(|(line, why)| p.err(Some(line), why))?;
     Ok(HubConfig { file: path.to_path_buf(), hub, providers })
 }
 
@@ -433,6 +451,11 @@ impl Parser<'_> {
             },
         };
         let located = |s: Spanned<String>| Located { line: self.line_of(s.span().start), value: s.into_inner() };
+        let token_file = h.token_file.map(located).map(|f| Located { value: base.join(f.value), line: f.line });
+        let token = match &token_file {
+            None => None,
+            Some(f) => Some(crate::auth::read_token_file(&f.value).map_err(|e| self.err(Some(f.line), format!("token_file: {e}")))?),
+        };
         Ok(HubSection {
             name: h.name.unwrap_or_else(|| "hubwire".into()),
             unix: h.unix.map(located).map(|u| Located { value: base.join(u.value), line: u.line }),
@@ -454,6 +477,8 @@ impl Parser<'_> {
             },
             allow_insecure: h.allow_insecure.unwrap_or(false),
             access,
+            token_file,
+            token,
         })
     }
 

@@ -9,6 +9,11 @@
 //! | `GET /healthz` | 200 when every provider has a ready replica, else 503 naming the ones that do not |
 //! | `GET /metrics` | Prometheus text format |
 //!
+//! With a token configured (`crate::auth`), every request but
+//! `GET /healthz` needs `Authorization: Bearer <token>`, else 401 with
+//! `WWW-Authenticate: Bearer`; without one, `GET /v1/status` is the
+//! redacted status of untrusted callers.
+//!
 //! A call goes through an in-memory hubwire connection to the hub itself,
 //! so it is routed, limited and drained exactly like any other client's.
 //! Client- and bidi-stream inputs are NDJSON request bodies (one JSON value
@@ -35,7 +40,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hubwire::transport::tls;
-use hubwire::{CallOptions, Code, Codec, Connection, Error, Kind, Payload};
+use hubwire::{CallOptions, Code, Codec, Connection, Error, Kind, Payload, Token};
 use hyper::body::{Frame, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use tokio::sync::mpsc;
@@ -97,6 +102,12 @@ pub struct Settings {
     pub allowed_origins: Vec<String>,
     /// `allowed_hosts`.
     pub allowed_hosts: Vec<String>,
+    /// The token every request but `GET /healthz` must carry as a bearer
+    /// token (`token_file` or `HUBWIRE_TOKEN`), if set.
+    pub token: Option<Token>,
+    /// Every connection showed a client certificate signed by `[hub.tls]
+    /// client_ca`: its callers are trusted (private status).
+    pub certified: bool,
 }
 
 struct Gateway {
@@ -168,6 +179,19 @@ fn refuse(stream: tokio::net::TcpStream, why: &str) {
 
 fn respond(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<Body> {
     Response::builder().status(status).header("content-type", content_type).body(Body::Full(Some(body.into()))).unwrap()
+}
+
+/// 401 for a request without the bearer token (RFC 6750 §3).
+fn unauthorized() -> Response<Body> {
+    let body =
+        serde_json::to_vec(&serde_json::json!({"code": "unauthenticated", "message": "this hub requires Authorization: Bearer <token>"}))
+            .unwrap_or_default();
+    Response::builder()
+        .status(StatusCode::UNAUTHORIZED)
+        .header("content-type", "application/json")
+        .header(hyper::header::WWW_AUTHENTICATE, "Bearer")
+        .body(Body::Full(Some(body.into())))
+        .unwrap()
 }
 
 fn json(status: StatusCode, v: &impl serde::Serialize) -> Response<Body> {
@@ -243,11 +267,26 @@ impl Gateway {
         }
         let (reg, hub) = (&self.settings.reg, self.settings.hub.as_str());
         let path = req.uri().path().to_string();
+        if let Some(token) = &self.settings.token {
+            // Liveness stays open, so probes need no secret; it says only
+            // which providers are down.
+            let header = req.headers().get(hyper::header::AUTHORIZATION).map(|v| v.as_bytes());
+            let open = req.method() == Method::GET && path == "/healthz";
+            if !open && !crate::auth::bearer_matches(header, token) {
+                return unauthorized();
+            }
+        }
         match (req.method(), path.as_str()) {
             (&Method::GET, "/healthz") => self.health(),
             (&Method::GET, "/metrics") => respond(StatusCode::OK, "text/plain; version=0.0.4", crate::prometheus::render(reg)),
             (&Method::GET, "/v1/methods") => json(StatusCode::OK, &status::methods(reg)),
-            (&Method::GET, "/v1/status") => json(StatusCode::OK, &status::status(reg, hub)),
+            (&Method::GET, "/v1/status") => {
+                // Every request got this far with the token (or none is
+                // set), or over a certified connection.
+                let s = status::status(reg, hub);
+                let trusted = self.settings.token.is_some() || self.settings.certified;
+                json(StatusCode::OK, &if trusted { s } else { s.redacted() })
+            }
             (&Method::POST, p) if p.starts_with("/v1/call/") => {
                 let method = match percent_decode(&p["/v1/call/".len()..]) {
                     Some(m) => m,

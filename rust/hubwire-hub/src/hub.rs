@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use hubwire::frame::Code;
 use hubwire::transport::{self, fd::FdTransport, memory, tls};
-use hubwire::{Connection, ConnectionOptions, Provider, WaitMode};
+use hubwire::{Connection, ConnectionOptions, Provider, Token, WaitMode};
 use tokio::task::JoinSet;
 
 use crate::admit::{self, Admission, Peer, Ticket};
@@ -45,23 +45,26 @@ use crate::websocket::{self, WebSocketListener};
 
 /// The client connections the hub serves, so that shutdown can drain them.
 struct Clients {
-    /// What each connection is served (with a queue of its own).
-    hub: HubService,
+    /// What each trusted connection is served (with a queue of its own):
+    /// private status included (`crate::auth`).
+    trusted: HubService,
+    /// What every other connection is served: status redacted.
+    untrusted: HubService,
     next: AtomicU64,
     live: Mutex<HashMap<u64, Connection>>,
 }
 
 impl Clients {
-    fn new(hub: HubService) -> Clients {
-        Clients { hub, next: AtomicU64::new(0), live: Mutex::new(HashMap::new()) }
+    fn new(trusted: HubService, untrusted: HubService) -> Clients {
+        Clients { trusted, untrusted, next: AtomicU64::new(0), live: Mutex::new(HashMap::new()) }
     }
 
     /// Serves one connection until it closes. `ticket` is its place under
     /// the connection limits (none for the gateway's own connection);
     /// `idle` closes it after that long with nothing in flight and nothing
-    /// received (none: never); `trusted`: the peer is authenticated by the
-    /// listener itself (a client certificate signed by `[hub.tls]
-    /// client_ca`).
+    /// received (none: never); `trusted`: the peer is vetted by its
+    /// listener (the Unix socket's mode and uids, a token, a client
+    /// certificate), and sees private status.
     async fn serve(
         self: Arc<Self>,
         t: transport::DynTransport,
@@ -71,7 +74,8 @@ impl Clients {
         trusted: bool,
     ) {
         let _ticket = ticket;
-        let config = config.service(self.hub.for_client());
+        let hub = if trusted { &self.trusted } else { &self.untrusted };
+        let config = config.service(hub.for_client());
         let label = t.describe();
         tracing::debug!(client = %label, trusted, "client connected");
         let (activity, t, config) = Activity::watch(t, config);
@@ -156,12 +160,13 @@ pub async fn bind(cfg: &HubConfig) -> Result<Bound, ConfigError> {
 }
 
 /// The service the hub offers its clients: its own methods, and every
-/// provider's, relayed.
-fn hub_service(reg: &Arc<Registry>, name: &str, limits: &HubLimits) -> HubService {
+/// provider's, relayed. Untrusted callers get the redacted status.
+fn hub_service(reg: &Arc<Registry>, name: &str, limits: &HubLimits, trusted: bool) -> HubService {
     let (r1, r2, hub) = (reg.clone(), reg.clone(), name.to_string());
     let own = Provider::new(name)
         .unary(STATUS_METHOD, move |_ctx, (): ()| {
             let s = status::status(&r1, &hub);
+            let s = if trusted { s } else { s.redacted() };
             async move { Ok(s) }
         })
         .doc(STATUS_METHOD, "The hub's providers and replicas: state, pid, restarts, calls, errors, latency")
@@ -193,17 +198,26 @@ pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
         .write_queue(limits.write_queue, limits.write_stall_timeout);
     let reaper = tokio::spawn(crate::process::reaper());
     let supervisors = crate::supervise::start(&reg, &upstream);
-    let clients = Arc::new(Clients::new(hub_service(&reg, &cfg.hub.name, limits)));
+    let clients = Arc::new(Clients::new(hub_service(&reg, &cfg.hub.name, limits, true), hub_service(&reg, &cfg.hub.name, limits, false)));
     let access = &cfg.hub.access;
     let admission = Admission::new(access.max_connections, access.max_connections_per_peer);
     let mut serving = upstream.clone();
     serving.handshake_timeout = access.handshake_timeout;
     let Bound { unix, tcp, http, websocket, tls } = bound;
-    // Every connection on a TLS listener with `client_ca` has shown a
-    // client certificate signed by it: trusted. The unix socket's trust is
-    // its file mode and its peers' uids.
+    // Who is trusted (sees private status): the Unix socket's peers, vetted
+    // by its mode and their uids; with a token, every TCP, WebSocket and
+    // HTTP client, since each proved it holds it; and every client of a
+    // TLS listener with `client_ca`, since each showed a certificate
+    // signed by it.
+    let token = cfg.hub.token.clone();
     let certified = tls.as_ref().is_some_and(|a| a.requires_client_cert());
-    let door = Door { clients: clients.clone(), serving: serving.clone(), admission: admission.clone(), idle: access.idle_timeout };
+    let door = Door {
+        clients: clients.clone(),
+        serving: serving.clone(),
+        admission: admission.clone(),
+        idle: access.idle_timeout,
+        token: token.clone(),
+    };
     let mut accepting = JoinSet::new();
     if let Some(l) = unix {
         accepting.spawn(door.clone().unix(l, access.clone()));
@@ -212,13 +226,16 @@ pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
         accepting.spawn(door.clone().tcp(l, tls.clone()));
     }
     if let Some(l) = websocket {
-        accepting.spawn(door.clone().websocket(l, certified));
+        accepting.spawn(door.clone().websocket(l, token.is_some() || certified));
     }
     if let Some(l) = http {
         // The gateway is one more client, over an in-memory connection
         // (exempt from the limits: each HTTP connection counts instead).
         let (ours, theirs) = memory::pair();
-        tokio::spawn(clients.clone().serve(Arc::new(theirs), serving.clone(), None, None, false));
+        // The gateway checks the bearer token itself, on every request; its
+        // callers are as trusted as a TCP client's (`hubwire.status` called
+        // through it is redacted alike).
+        tokio::spawn(clients.clone().serve(Arc::new(theirs), serving.clone(), None, None, token.is_some() || certified));
         let conn = Connection::dial(ours, &ConnectionOptions::new("http-gateway")).await.map_err(std::io::Error::other)?;
         tracing::info!(listen = %l.local_addr()?, "HTTP gateway");
         let gw = crate::gateway::Settings {
@@ -229,6 +246,8 @@ pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
             body_timeout: access.http_body_timeout,
             allowed_origins: cfg.hub.allowed_origins.clone(),
             allowed_hosts: cfg.hub.allowed_hosts.clone(),
+            token: token.clone(),
+            certified,
         };
         accepting.spawn(crate::gateway::serve(l, tls, conn, gw));
     }
@@ -265,14 +284,24 @@ struct Door {
     serving: ConnectionOptions,
     admission: Arc<Admission>,
     idle: Duration,
+    /// Required in the HELLO of TCP, TLS and WebSocket clients, when set.
+    token: Option<Token>,
 }
 
 impl Door {
-    /// Serves `t` from `peer`, or refuses it over the limits.
-    fn enter(&self, t: transport::DynTransport, peer: Peer, trusted: bool) {
+    /// The options of a network client: the token required, if set.
+    fn remote(&self) -> ConnectionOptions {
+        match &self.token {
+            Some(t) => self.serving.clone().require_token(t.0.clone()),
+            None => self.serving.clone(),
+        }
+    }
+
+    /// Serves `t` from `peer` with `options`, or refuses it over the limits.
+    fn enter(&self, t: transport::DynTransport, peer: Peer, options: ConnectionOptions, trusted: bool) {
         match self.admission.admit(peer) {
             Ok(ticket) => {
-                tokio::spawn(self.clients.clone().serve(t, self.serving.clone(), Some(ticket), Some(self.idle), trusted));
+                tokio::spawn(self.clients.clone().serve(t, options, Some(ticket), Some(self.idle), trusted));
             }
             Err(why) => {
                 tracing::debug!(client = %t.describe(), "refused: {why}");
@@ -292,7 +321,7 @@ impl Door {
                     let why = format!("uid {uid} may not use this hub's socket (see allow_uids)");
                     admit::refuse(&t, Code::Unauthenticated, &why);
                 }
-                Ok((t, uid)) => self.enter(t, Peer::Uid(uid), false),
+                Ok((t, uid)) => self.enter(t, Peer::Uid(uid), self.serving.clone(), true),
                 Err(e) => accept_failed(&l.describe(), e).await,
             }
         }
@@ -309,6 +338,7 @@ impl Door {
         // Every connection on a TLS listener with `client_ca` has shown a
         // client certificate signed by it: trusted.
         let certified = tls.as_ref().is_some_and(|a| a.requires_client_cert());
+        let trusted = self.token.is_some() || certified;
         loop {
             let (s, peer) = match l.accept().await {
                 Ok(x) => x,
@@ -323,7 +353,7 @@ impl Door {
                     FdTransport::new(std, format!("tcp:{peer}"))
                 });
                 match plain {
-                    Ok(t) => self.enter(Arc::new(t), Peer::Ip(peer.ip()), false),
+                    Ok(t) => self.enter(Arc::new(t), Peer::Ip(peer.ip()), self.remote(), self.token.is_some()),
                     Err(e) => accept_failed(&listen, e).await,
                 }
                 continue;
@@ -339,20 +369,21 @@ impl Door {
             tokio::spawn(async move {
                 let _ = s.set_nodelay(true);
                 match tls::TlsTransport::accept(&acceptor, s, format!("tls:{peer}")).await {
-                    Ok(t) => door.clients.serve(Arc::new(t), door.serving, Some(ticket), Some(door.idle), certified).await,
+                    Ok(t) => door.clients.clone().serve(Arc::new(t), door.remote(), Some(ticket), Some(door.idle), trusted).await,
                     Err(e) => tracing::info!(client = %format!("tls:{peer}"), "TLS handshake failed: {e}"),
                 }
             });
         }
     }
 
-    /// The WebSocket listener; `trusted` when it is WSS with `client_ca`.
+    /// The WebSocket listener; `trusted` with a token, or when it is WSS
+    /// with `client_ca`.
     async fn websocket(self, l: WebSocketListener, trusted: bool) {
         let listen = hubwire::transport::Listener::describe(&l);
         tracing::info!(listen = %listen, "accepting clients");
         loop {
             match l.accept().await {
-                Ok((t, peer)) => self.enter(t, Peer::Ip(peer.ip()), trusted),
+                Ok((t, peer)) => self.enter(t, Peer::Ip(peer.ip()), self.remote(), trusted),
                 Err(e) => accept_failed(&listen, e).await,
             }
         }

@@ -4,6 +4,7 @@
 //!
 //! | module | what |
 //! |---|---|
+//! | [`auth`] | the token (file, environment, bearer header) and who is trusted with private status |
 //! | [`config`] | `hubwire.toml`: listeners and providers, errors with file and line |
 //! | [`registry`] | providers, replicas, the method table; duplicate names refused |
 //! | [`supervise`] | one task per replica: start, handshake, health pings, restart with backoff, crash loops |
@@ -33,6 +34,7 @@
 //! untouched ([`hubwire::relay`]): no payload is decoded on the way.
 
 pub mod admit;
+pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod gateway;

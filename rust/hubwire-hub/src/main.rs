@@ -89,6 +89,9 @@ struct HubFlags {
     /// The key (PEM) of --cert.
     #[arg(long, value_name = "FILE", requires = "cert")]
     key: Option<PathBuf>,
+    /// Over TCP or TLS: send the token on this file's first line (default: $HUBWIRE_TOKEN).
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -164,7 +167,8 @@ where
     let r = rt.block_on(async {
         let addr = cli::find_hub(flags.hub.as_deref(), &flags.config)?;
         let files = cli::TlsFiles { ca: flags.ca.clone(), cert: flags.cert.clone(), key: flags.key.clone() };
-        let conn = cli::connect(&addr, &files).await?;
+        let token = cli::find_token(flags.token_file.as_deref())?;
+        let conn = cli::connect(&addr, &files, token.as_ref()).await?;
         f(conn).await
     });
     match r {

@@ -154,6 +154,24 @@ pub fn status(reg: &Registry, hub: &str) -> Status {
     Status { hub: hub.into(), uptime_ms: reg.started.elapsed().as_millis() as u64, providers }
 }
 
+impl Status {
+    /// What an untrusted caller sees (`docs/security.md`, "private
+    /// status"): names, states, counts and latencies, but no argv or
+    /// address (`launch` keeps only the word `exec`, `unix` or `tcp`), no
+    /// pids and no stderr tails: an argv may hold a secret passed as a
+    /// flag, a stderr line anything.
+    pub fn redacted(mut self) -> Status {
+        for p in &mut self.providers {
+            p.launch = p.launch.split([' ', ':']).next().unwrap_or_default().to_string();
+            for r in &mut p.replicas {
+                r.pid = None;
+                r.stderr.clear();
+            }
+        }
+        self
+    }
+}
+
 /// The routed methods, by provider in config order.
 pub fn methods(reg: &Registry) -> Vec<MethodRow> {
     let mut routes = reg.routes();

@@ -45,10 +45,10 @@ pub(crate) fn section(t: TlsToml, line: usize, base: &Path, line_of: &dyn Fn(usi
     Ok(TlsSection { cert: need(t.cert, "cert")?, key: need(t.key, "key")?, client_ca: t.client_ca.map(path) })
 }
 
-/// Whether the network listeners are protected: TLS, or (once tokens
-/// exist) a token.
+/// Whether the network listeners are protected: TLS, or a token (from
+/// `token_file` or `HUBWIRE_TOKEN`).
 pub fn protected(h: &HubSection) -> bool {
-    h.tls.is_some()
+    h.tls.is_some() || h.token.is_some()
 }
 
 /// Whether a listen address (`host:port`) is on the loopback interface:

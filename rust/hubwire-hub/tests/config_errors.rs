@@ -115,3 +115,21 @@ fn a_missing_file_and_no_listener_are_refused() {
     assert_eq!(code, Some(2));
     assert!(err.contains("no listener"), "{err}");
 }
+
+// Authentication (h19-auth): a token file others can read, or an empty one,
+// is refused with the line of `token_file`, and the token never printed.
+#[test]
+fn a_token_file_others_can_read_or_an_empty_one_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = common::temp_dir();
+    let token = dir.join("token");
+    std::fs::write(&token, "never-printed-7f3a\n").unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let config = format!("{HUB}token_file = \"{}\"\n", token.display());
+    refused(&config, 3, "accessible by group or others (mode 0644)");
+    assert!(!run(&config).1.contains("never-printed"), "the token is not printed");
+    std::fs::write(&token, "  \nsecond line\n").unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    refused(&config, 3, "is empty");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -59,11 +59,11 @@ where
                 "event": "hello", "lang": "rust", "version": env!("CARGO_PKG_VERSION"),
                 "roles": ["client", "provider"], "transports": ["memory", "child", "unix", "tcp"],
             })),
-            "serve" => match serve(transport, &address, &memory, &events).await {
+            "serve" => match serve(transport, &address, token(&cmd), &memory, &events).await {
                 Ok(addr) => events.send(json!({"event": "ready", "address": addr})),
                 Err(e) => events.send(json!({"event": "error", "code": "unavailable", "message": e})),
             },
-            "connect" => match connect(transport, &address, &memory).await {
+            "connect" => match connect(transport, &address, token(&cmd), &memory).await {
                 Ok(c) => {
                     conn = Some(c);
                     events.send(json!({"event": "connected"}));
@@ -103,6 +103,12 @@ fn config() -> ConnectionOptions {
     ConnectionOptions::new("conformance-testee")
 }
 
+/// The `token` of a `serve` (required of dialers) or `connect` (sent in
+/// our HELLO) command, if it has one.
+fn token(cmd: &Value) -> Option<String> {
+    cmd["token"].as_str().map(str::to_string)
+}
+
 fn take(memory: &Mutex<Option<DynTransport>>) -> Result<DynTransport, String> {
     memory.lock().unwrap().take().ok_or_else(|| "no memory transport (only in-process)".to_string())
 }
@@ -116,8 +122,17 @@ fn parent() -> Result<DynTransport, String> {
 }
 
 /// Offers the conformance service; returns the address it serves on.
-async fn serve(transport: &str, address: &str, memory: &Mutex<Option<DynTransport>>, events: &Events) -> Result<String, String> {
-    let config = config();
+async fn serve(
+    transport: &str,
+    address: &str,
+    token: Option<String>,
+    memory: &Mutex<Option<DynTransport>>,
+    events: &Events,
+) -> Result<String, String> {
+    let config = match token {
+        Some(t) => config().require_token(t),
+        None => config(),
+    };
     let provider = || service::provider(events.clone());
     match transport {
         "unix" => {
@@ -147,9 +162,17 @@ async fn serve(transport: &str, address: &str, memory: &Mutex<Option<DynTranspor
     }
 }
 
-async fn connect(transport: &str, address: &str, memory: &Mutex<Option<DynTransport>>) -> Result<Connection, hubwire::Error> {
+async fn connect(
+    transport: &str,
+    address: &str,
+    token: Option<String>,
+    memory: &Mutex<Option<DynTransport>>,
+) -> Result<Connection, hubwire::Error> {
     let unavailable = |e: String| hubwire::Error::unavailable(e);
-    let config = config();
+    let config = match token {
+        Some(t) => config().token(t),
+        None => config(),
+    };
     match transport {
         "unix" => Connection::dial(unix::connect(address).await.map_err(|e| unavailable(e.to_string()))?, &config).await,
         "tcp" => Connection::dial(tcp::connect(address).await.map_err(|e| unavailable(e.to_string()))?, &config).await,

@@ -59,7 +59,7 @@ pub use engine::wait;
 pub use engine::{ConnectionOptions, Incoming, ServeFuture, Service, WaitMode};
 pub use errors::{Code, Error};
 pub use hubwire_frame as frame;
-pub use hubwire_frame::{Hello, Kind, MethodInfo, PeerInfo};
+pub use hubwire_frame::{Hello, Kind, MethodInfo, PeerInfo, Token};
 pub use provider::Provider;
 pub use relay::Routed;
 pub use stream::{ItemSink, ItemStream};

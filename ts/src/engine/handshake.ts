@@ -5,12 +5,17 @@
  * the peer's HELLO kept, and the reader switches to the
  * {@link Dispatcher}. A peer that says nothing in time is refused with
  * `deadline_exceeded`.
+ *
+ * An acceptor that requires a token (§4.4) sends its HELLO only once the
+ * dialer's has arrived with that token: its HELLO lists its methods, which
+ * a peer without the token must not learn. Otherwise it answers GOAWAY
+ * `unauthenticated` and closes.
  */
 
 import { codeName } from "../codes.js";
 import { HubwireError } from "../errors.js";
 import { encodeFrame, FrameType, type FrameVisitor } from "../frame.js";
-import { negotiate, type Hello } from "../hello.js";
+import { negotiate, tokenMatches, type Hello } from "../hello.js";
 import { Dispatcher, FrameReader } from "./reader.js";
 import type { Service } from "./serve.js";
 import type { Core } from "./state.js";
@@ -22,16 +27,17 @@ const TYPE_NAMES = ["", "HELLO", "REQUEST", "RESPONSE", "ITEM", "END", "CANCEL",
  * once the peer's HELLO has arrived (rejects with why it failed: no common
  * version, a refusal, a bad first frame, `timeoutMs` without a HELLO, the
  * connection lost). `service` answers the peer's calls from then on.
+ * With `requireToken`, our HELLO waits for the dialer's, and its token.
  */
-export function open(core: Core, service: Service | undefined, timeoutMs: number): Promise<void> {
+export function open(core: Core, service: Service | undefined, timeoutMs: number, requireToken?: string): Promise<void> {
   const reader = new FrameReader(core);
-  reader.visitor = new Handshake(core, reader, service);
+  reader.visitor = new Handshake(core, reader, service, requireToken);
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       reader.fatal(new HubwireError("deadline_exceeded", `no HELLO from ${core.transport.description} within ${timeoutMs} ms`));
     }, timeoutMs);
     core.opening = { resolve, reject, timer };
-    core.writer.frame(encodeFrame({ type: "hello", body: core.local }));
+    if (requireToken === undefined) core.writer.frame(encodeFrame({ type: "hello", body: core.local }));
     core.transport.start(reader);
   });
 }
@@ -42,6 +48,7 @@ class Handshake implements FrameVisitor {
     private readonly core: Core,
     private readonly reader: FrameReader,
     private readonly service: Service | undefined,
+    private readonly requireToken: string | undefined,
   ) {}
 
   private unexpected(type: number): never {
@@ -50,6 +57,12 @@ class Handshake implements FrameVisitor {
 
   hello(h: Hello): void {
     const core = this.core;
+    if (this.requireToken !== undefined) {
+      // Thrown: the reader answers with GOAWAY and closes. Never echo the token.
+      if (h.token === undefined) throw new HubwireError("unauthenticated", "token required");
+      if (!tokenMatches(h.token, this.requireToken)) throw new HubwireError("unauthenticated", "wrong token");
+      core.writer.frame(encodeFrame({ type: "hello", body: core.local }));
+    }
     // Throws unsupported_version: the reader answers it with GOAWAY.
     this.reader.decoder.version = negotiate(core.local.versions, h.versions);
     core.peer = h;

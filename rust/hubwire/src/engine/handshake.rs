@@ -2,13 +2,17 @@
 //! once, read the peer's, and negotiate the version; then the connection's
 //! one reader task starts. A handshake that fails for anything but a lost
 //! peer is refused with GOAWAY and its code, so the peer learns why.
+//!
+//! An acceptor that requires a token (§4.4) reads the dialer's HELLO
+//! first and sends its own only once the token matches: its HELLO lists
+//! its methods, which a peer without the token must not learn.
 
 use std::future::poll_fn;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use hubwire_frame::{negotiate, Code, Decoder, Frame, FrameError, Hello};
+use hubwire_frame::{negotiate, Code, Decoder, Frame, FrameError, Hello, Token};
 
 use super::options::ConnectionOptions;
 use super::reader::{self, READ_CHUNK};
@@ -22,8 +26,9 @@ use crate::transport::DynTransport;
 /// acceptor (even ids), and starts its reader.
 pub(crate) async fn open(transport: DynTransport, options: &ConnectionOptions, dialer: bool) -> Result<Arc<Core>, Error> {
     let writer = Writer::new(transport.clone(), options.write_queue);
-    let local = options.hello();
-    let (peer, buf, version) = exchange(&transport, &writer, &local, options).await?;
+    let local = options.hello(dialer);
+    let gate = if dialer { None } else { options.require_token.as_ref() };
+    let (peer, buf, version) = exchange(&transport, &writer, &local, options, gate).await?;
     let mut decoder = Decoder::new(options.max_frame);
     decoder.set_version(version as u8);
     let low_latency = matches!(options.wait, WaitMode::LowLatency { .. });
@@ -32,11 +37,21 @@ pub(crate) async fn open(transport: DynTransport, options: &ConnectionOptions, d
     Ok(core)
 }
 
-/// Sends our HELLO and reads the peer's. Returns the peer's HELLO, the
-/// bytes read past it, and the negotiated version.
-async fn exchange(t: &DynTransport, writer: &Writer, local: &Hello, options: &ConnectionOptions) -> Result<(Hello, BytesMut, u32), Error> {
+/// Sends our HELLO and reads the peer's — or, with a token to check
+/// (`gate`), reads the peer's first and answers with ours or with GOAWAY
+/// `unauthenticated`. Returns the peer's HELLO, the bytes read past it,
+/// and the negotiated version.
+async fn exchange(
+    t: &DynTransport,
+    writer: &Writer,
+    local: &Hello,
+    options: &ConnectionOptions,
+    gate: Option<&Token>,
+) -> Result<(Hello, BytesMut, u32), Error> {
     let hello = Frame::Hello(Box::new(local.clone())).to_bytes();
-    writer.push(|_| {}, &hello).map_err(Error::unavailable)?;
+    if gate.is_none() {
+        writer.push(|_| {}, &hello).map_err(Error::unavailable)?;
+    }
     let decoder = Decoder::new(options.max_frame);
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let first = tokio::time::timeout(options.handshake_timeout, async {
@@ -74,15 +89,33 @@ async fn exchange(t: &DynTransport, writer: &Writer, local: &Hello, options: &Co
         Ok(Ok(f)) => f,
     };
     match frame {
-        Frame::Hello(peer) => match negotiate(&local.versions, &peer.versions) {
-            Ok(v) => Ok((*peer, buf, v)),
-            Err(e) => Err(refuse(e).await),
-        },
+        Frame::Hello(peer) => {
+            if let Some(want) = gate {
+                if let Some(why) = token_refusal(peer.token.as_ref(), want) {
+                    return Err(refuse(FrameError::new(Code::Unauthenticated, why)).await);
+                }
+                writer.push(|_| {}, &hello).map_err(Error::unavailable)?;
+            }
+            match negotiate(&local.versions, &peer.versions) {
+                Ok(v) => Ok((*peer, buf, v)),
+                Err(e) => Err(refuse(e).await),
+            }
+        }
         Frame::Goaway { code, message, .. } => {
             writer.close(&message);
             t.shutdown();
             Err(Error::new(code, format!("peer refused the handshake: {message}")))
         }
         other => Err(refuse(FrameError::protocol(format!("expected HELLO as the first frame, got {:?}", other.frame_type()))).await),
+    }
+}
+
+/// Why a dialer's token is refused, if it is: the GOAWAY message of §4.4,
+/// which never echoes the token.
+fn token_refusal(got: Option<&Token>, want: &Token) -> Option<&'static str> {
+    match got {
+        None => Some("token required"),
+        Some(t) if !t.matches(want) => Some("wrong token"),
+        Some(_) => None,
     }
 }

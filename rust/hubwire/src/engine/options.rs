@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hubwire_frame::{Hello, PeerInfo, DEFAULT_MAX_FRAME};
+use hubwire_frame::{Hello, PeerInfo, Token, DEFAULT_MAX_FRAME};
 
 use super::serve::Service;
 use super::wait::WaitMode;
@@ -43,6 +43,11 @@ pub struct ConnectionOptions {
     /// The service whose methods we offer, if any (a
     /// [`Provider`](crate::Provider), or the hub's registry).
     pub service: Option<Arc<dyn Service>>,
+    /// As the dialer: the token sent in our HELLO (`spec/PROTOCOL.md` §4.4).
+    pub token: Option<Token>,
+    /// As the acceptor: the token the dialer must send; without it (or
+    /// with another) it gets GOAWAY `unauthenticated` and never our HELLO.
+    pub require_token: Option<Token>,
 }
 
 impl ConnectionOptions {
@@ -60,6 +65,8 @@ impl ConnectionOptions {
             write_queue: DEFAULT_WRITE_QUEUE,
             write_stall_timeout: Duration::from_secs(30),
             service: None,
+            token: None,
+            require_token: None,
         }
     }
 
@@ -101,14 +108,30 @@ impl ConnectionOptions {
         self
     }
 
+    /// Sends `token` in our HELLO when we dial (ignored when we accept:
+    /// an acceptor never sends one).
+    pub fn token(mut self, token: impl Into<String>) -> ConnectionOptions {
+        self.token = Some(Token(token.into()));
+        self
+    }
+
+    /// Requires dialers to send `token` in their HELLO when we accept.
+    pub fn require_token(mut self, token: impl Into<String>) -> ConnectionOptions {
+        self.require_token = Some(Token(token.into()));
+        self
+    }
+
     /// Our HELLO. The service's methods are asked for once, here.
-    pub(crate) fn hello(&self) -> Hello {
+    pub(crate) fn hello(&self, dialer: bool) -> Hello {
         let mut h = Hello::new(PeerInfo { name: self.name.clone(), lang: "rust".into(), version: env!("CARGO_PKG_VERSION").into() });
         h.max_frame = self.max_frame;
         h.window = self.window;
         h.max_calls = self.max_calls;
         if let Some(s) = &self.service {
             h.methods = s.methods();
+        }
+        if dialer {
+            h.token = self.token.clone();
         }
         h
     }
