@@ -24,6 +24,7 @@ use tokio::task::JoinSet;
 use crate::config::{ConfigError, HubConfig, Located};
 use crate::registry::Registry;
 use crate::route::HubService;
+use crate::own_schemas;
 use crate::status::{self, METHODS_METHOD, STATUS_METHOD};
 use crate::websocket::{self, WebSocketListener};
 
@@ -121,11 +122,13 @@ fn hub_service(reg: &Arc<Registry>, name: &str) -> HubService {
             let s = status::status(&r1, &hub);
             async move { Ok(s) }
         })
+        .describe(STATUS_METHOD, own_schemas::no_input(), own_schemas::status_output(), None)
         .doc(STATUS_METHOD, "The hub's providers and replicas: state, pid, restarts, calls, errors, latency")
         .unary(METHODS_METHOD, move |_ctx, (): ()| {
             let m = status::methods(&r2);
             async move { Ok(m) }
         })
+        .describe(METHODS_METHOD, own_schemas::no_input(), own_schemas::methods_output(), None)
         .doc(METHODS_METHOD, "Every routed method with its kind, provider and description");
     HubService { own, registry: reg.clone() }
 }

@@ -31,6 +31,7 @@ pub mod http_guard;
 pub mod hub;
 pub mod logs;
 pub mod metrics;
+pub mod own_schemas;
 pub mod prometheus;
 pub mod registry;
 pub mod route;
