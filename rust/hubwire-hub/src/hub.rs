@@ -22,9 +22,9 @@ use hubwire::{Connection, ConnectionOptions, Provider, WaitMode};
 use tokio::task::JoinSet;
 
 use crate::config::{ConfigError, HubConfig, Located};
+use crate::own_schemas;
 use crate::registry::Registry;
 use crate::route::HubService;
-use crate::own_schemas;
 use crate::status::{self, METHODS_METHOD, STATUS_METHOD};
 use crate::websocket::{self, WebSocketListener};
 
