@@ -1,7 +1,10 @@
 //! The JSON Schemas of the hub's own methods, `hubwire.status` and
 //! `hubwire.methods` (`docs/hub.md`, "The hub's own methods"), advertised
 //! in the hub's HELLO like any provider's, so a client in any language
-//! can read them without this crate's types. The tests below check every
+//! can read them without this crate's types. They carry no descriptions
+//! (`docs/hub.md` has them): every HELLO of the hub carries them, and a
+//! HELLO must stay small (a peer may accept frames of only 4096 bytes).
+//! The tests below check every
 //! field [`Status`](crate::status::Status) and
 //! [`MethodRow`](crate::status::MethodRow) serialize against these
 //! schemas, so a field added there without a line here fails the build's
@@ -12,7 +15,7 @@ use serde_json::{json, Value};
 /// Input of both methods: none. The caller sends MessagePack nil (`c0`) or
 /// JSON `null`.
 pub fn no_input() -> Value {
-    json!({"type": "null", "description": "no input: MessagePack nil or JSON null"})
+    json!({"type": "null"})
 }
 
 /// Output of `hubwire.status`: the hub, its uptime, and every provider
@@ -22,25 +25,25 @@ pub fn status_output() -> Value {
     let replica = json!({
         "type": "object",
         "properties": {
-            "index": {"type": "integer", "minimum": 0, "description": "index in the pool"},
-            "pid": merge(&opt_int, "process id of a spawned replica that is starting or ready"),
+            "index": {"type": "integer", "minimum": 0},
+            "pid": opt_int.clone(),
             "state": {"enum": ["starting", "ready", "restarting", "failed", "stopped"]},
-            "reason": {"type": ["string", "null"], "description": "why it failed (state failed)"},
+            "reason": {"type": ["string", "null"]},
             "restarts": {"type": "integer", "minimum": 0},
-            "in_flight": {"type": "integer", "minimum": 0, "description": "calls in flight now"},
-            "calls": {"type": "integer", "minimum": 0, "description": "calls answered"},
-            "errors": {"type": "integer", "minimum": 0, "description": "calls answered with an error"},
-            "p50_us": merge(&opt_int, "median latency, microseconds"),
-            "p99_us": merge(&opt_int, "99th percentile latency, microseconds"),
-            "last_exit": {"type": ["string", "null"], "description": "how its last run ended"},
-            "stderr": {"type": "array", "items": {"type": "string"}, "description": "its last stderr lines"}
+            "in_flight": {"type": "integer", "minimum": 0},
+            "calls": {"type": "integer", "minimum": 0},
+            "errors": {"type": "integer", "minimum": 0},
+            "p50_us": opt_int.clone(),
+            "p99_us": opt_int,
+            "last_exit": {"type": ["string", "null"]},
+            "stderr": {"type": "array", "items": {"type": "string"}}
         },
         "required": ["index", "state", "restarts", "in_flight", "calls", "errors", "stderr"]
     });
     json!({
         "type": "object",
         "properties": {
-            "hub": {"type": "string", "description": "the hub's name"},
+            "hub": {"type": "string"},
             "uptime_ms": {"type": "integer", "minimum": 0},
             "providers": {
                 "type": "array",
@@ -48,9 +51,9 @@ pub fn status_output() -> Value {
                     "type": "object",
                     "properties": {
                         "name": {"type": "string"},
-                        "launch": {"type": "string", "description": "`exec …`, `unix:…` or `tcp:…`"},
-                        "queued": {"type": "integer", "minimum": 0, "description": "calls waiting for a slot"},
-                        "refused": {"type": "integer", "minimum": 0, "description": "calls refused before reaching a replica"},
+                        "launch": {"type": "string"},
+                        "queued": {"type": "integer", "minimum": 0},
+                        "refused": {"type": "integer", "minimum": 0},
                         "replicas": {"type": "array", "items": replica}
                     },
                     "required": ["name", "launch", "queued", "replicas"]
@@ -70,19 +73,12 @@ pub fn methods_output() -> Value {
             "properties": {
                 "name": {"type": "string"},
                 "kind": {"enum": ["unary", "server_stream", "client_stream", "bidi"]},
-                "provider": {"type": "string", "description": "the provider serving it"},
-                "doc": {"type": ["string", "null"], "description": "its one-line description"}
+                "provider": {"type": "string"},
+                "doc": {"type": ["string", "null"]}
             },
             "required": ["name", "kind", "provider"]
         }
     })
-}
-
-/// `schema` with a `description` added.
-fn merge(schema: &Value, description: &str) -> Value {
-    let mut s = schema.clone();
-    s["description"] = description.into();
-    s
 }
 
 #[cfg(test)]
@@ -130,6 +126,14 @@ mod tests {
         assert_eq!(mismatches(r_schema, &status["providers"][0]["replicas"][0]), Vec::<String>::new());
         let states = r_schema["properties"]["state"]["enum"].as_array().unwrap();
         assert!(states.contains(&status["providers"][0]["replicas"][0]["state"]));
+    }
+
+    /// Every connection's HELLO carries these; keep them well inside the
+    /// smallest `max_frame` a peer may declare (4096).
+    #[test]
+    fn the_schemas_stay_small() {
+        let total: usize = [no_input(), no_input(), status_output(), methods_output()].iter().map(|v| v.to_string().len()).sum();
+        assert!(total <= 1536, "the hub's own schemas take {total} bytes of its HELLO");
     }
 
     #[test]
