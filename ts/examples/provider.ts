@@ -16,7 +16,7 @@ const roll = method("roll", {
   input: z.object({ sides: z.number().int().min(2).max(1000), count: z.number().int().min(1) }),
   output: z.object({ text: z.string() }),
   failure: z.object({ kind: z.literal("too_many_dice"), max: z.number() }),
-  doc: "Rolls dice: {sides, count} -> {text}",
+  doc: "Rolls dice: {sides (2 to 1000), count (1 to 100; more fails too_many_dice)} -> {text}",
 });
 
 const provider = new Provider("dice")

@@ -24,7 +24,7 @@ describe("example provider", { timeout: 30_000 }, () => {
 
   it("offers roll and echo, with docs", () => {
     assert.deepEqual(conn.peer.methods.map((m) => m.name), ["roll", "echo"]);
-    assert.equal(conn.peer.methods[0]!.doc, "Rolls dice: {sides, count} -> {text}");
+    assert.equal(conn.peer.methods[0]!.doc, "Rolls dice: {sides (2 to 1000), count (1 to 100; more fails too_many_dice)} -> {text}");
   });
 
   it("rolls dice", async () => {

@@ -89,6 +89,7 @@ fn default_ignore() -> Vec<String> {
 pub const STEP_KINDS: &[&str] = &[
     "send",
     "send_hex",
+    "send_many",
     "expect",
     "expect_none",
     "expect_closed",

@@ -20,6 +20,10 @@ pub enum Read {
     Timeout,
 }
 
+/// How long a send waits for the testee to take more bytes before it gives
+/// up on the rest (the testee stopped reading).
+pub const SEND_STALL: Duration = Duration::from_secs(3);
+
 /// A raw connection to the testee.
 pub struct Peer {
     t: DynTransport,
@@ -37,18 +41,21 @@ impl Peer {
     }
 
     /// Sends bytes, all of them. If the testee hangs up meanwhile (as it
-    /// should after bad input), the rest is dropped: what the testee said
-    /// before hanging up is still there to read, and the next expectation
-    /// decides.
+    /// should after bad input), or stops reading for [`SEND_STALL`] (as it
+    /// may once it has sent a fatal GOAWAY, `spec/PROTOCOL.md` §7.3, while
+    /// the rest of an oversized frame is still coming), the rest is
+    /// dropped: what the testee said before is still there to read, and
+    /// the next expectation decides.
     pub async fn send(&self, bytes: &[u8]) -> Result<(), String> {
         let mut off = 0;
         while off < bytes.len() {
             let slice = [IoSlice::new(&bytes[off..])];
-            match poll_fn(|cx| self.t.poll_write(cx, &slice)).await {
-                Ok(0) => return Ok(()),
-                Ok(n) => off += n,
-                Err(e) if matches!(e.kind(), std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset) => return Ok(()),
-                Err(e) => return Err(format!("send failed: {e}")),
+            match tokio::time::timeout(SEND_STALL, poll_fn(|cx| self.t.poll_write(cx, &slice))).await {
+                Err(_stalled) => return Ok(()),
+                Ok(Ok(0)) => return Ok(()),
+                Ok(Ok(n)) => off += n,
+                Ok(Err(e)) if matches!(e.kind(), std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset) => return Ok(()),
+                Ok(Err(e)) => return Err(format!("send failed: {e}")),
             }
         }
         Ok(())

@@ -192,6 +192,7 @@ impl Run<'_> {
                 let b = hex::decode(arg.as_str().unwrap_or("")).map_err(|e| format!("bad hex: {e}"))?;
                 self.peer.send(&b).await
             }
+            "send_many" => self.send_many(arg).await,
             "expect" => {
                 let m = obj(arg, "expect")?;
                 if let Some(values) = m.get("values").and_then(Value::as_array) {
@@ -248,6 +249,18 @@ impl Run<'_> {
             "check_alive" => self.check_alive().await,
             other => Err(format!("unknown step {other}")),
         }
+    }
+
+    /// Sends a list of frames as one write: how a case puts frames for
+    /// different calls (a CANCEL and a REQUEST reusing its id) in front of
+    /// the testee at once.
+    async fn send_many(&mut self, list: &Value) -> Result<(), String> {
+        let frames = list.as_array().ok_or("send_many needs a list of frames")?;
+        let mut out = BytesMut::new();
+        for f in frames {
+            out.extend_from_slice(&pattern::build(&Value::Object(obj(f, "send_many")?), &self.vars)?);
+        }
+        self.peer.send(&out).await
     }
 
     /// Sends a frame `repeat` times, `$i` substituted, as one write.

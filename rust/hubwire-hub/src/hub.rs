@@ -36,6 +36,7 @@ use tokio::task::JoinSet;
 use crate::admit::{self, Admission, Peer, Ticket};
 use crate::config::{Access, ConfigError, HubConfig, HubLimits, Located};
 use crate::idle::{self, Activity};
+use crate::own_schemas;
 use crate::queue::ClientQueue;
 use crate::registry::Registry;
 use crate::route::HubService;
@@ -169,11 +170,13 @@ fn hub_service(reg: &Arc<Registry>, name: &str, limits: &HubLimits, trusted: boo
             let s = if trusted { s } else { s.redacted() };
             async move { Ok(s) }
         })
+        .describe(STATUS_METHOD, own_schemas::no_input(), own_schemas::status_output(), None)
         .doc(STATUS_METHOD, "The hub's providers and replicas: state, pid, restarts, calls, errors, latency")
         .unary(METHODS_METHOD, move |_ctx, (): ()| {
             let m = status::methods(&r2);
             async move { Ok(m) }
         })
+        .describe(METHODS_METHOD, own_schemas::no_input(), own_schemas::methods_output(), None)
         .doc(METHODS_METHOD, "Every routed method with its kind, provider and description");
     HubService { own: Arc::new(own), registry: reg.clone(), limits: limits.clone(), client: Arc::new(ClientQueue::new(0, 0)) }
 }

@@ -44,6 +44,7 @@ pub mod hub;
 mod idle;
 pub mod logs;
 pub mod metrics;
+pub mod own_schemas;
 pub mod process;
 pub mod prometheus;
 pub mod provider_env;

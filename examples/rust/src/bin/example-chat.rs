@@ -62,11 +62,11 @@ fn eight_ball() -> Provider {
         })
         .describe(
             "8ball",
-            json!({"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]}),
+            json!({"type": "object", "properties": {"question": {"type": "string", "pattern": "\\S"}}, "required": ["question"]}),
             reply_schema(),
             None,
         )
-        .doc("8ball", "!8ball <question>: the magic 8-ball answers")
+        .doc("8ball", "!8ball <question>: the magic 8-ball answers (the question must not be blank)")
 }
 
 fn countdown() -> Provider {
@@ -81,8 +81,13 @@ fn countdown() -> Provider {
             }
             sink.send(&Reply { text: "🚀 liftoff!".into() }).await
         })
-        .describe("countdown", json!({"type": "object", "properties": {"from": {"type": "integer", "maximum": 60}}}), reply_schema(), None)
-        .doc("countdown", "!countdown <n>: counts down in the channel, one message per tick")
+        .describe(
+            "countdown",
+            json!({"type": "object", "properties": {"from": {"type": "integer", "minimum": 0, "maximum": 60}}, "required": ["from"]}),
+            reply_schema(),
+            None,
+        )
+        .doc("countdown", "!countdown <n>: counts down from n (0 to 60; more is invalid_argument) in the channel, one message per tick")
 }
 
 fn wordcount() -> Provider {
