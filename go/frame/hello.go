@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 )
@@ -154,7 +155,7 @@ func ParseHello(body []byte) (*Hello, *Error) {
 		min  uint32
 		dst  *uint32
 	}{{"max_frame", MinMaxFrame, &h.MaxFrame}, {"window", 1, &h.Window}, {"max_calls", 1, &h.MaxCalls}} {
-		if v, ok := top[f.name]; ok {
+		if v, ok := top[f.name]; ok && string(v) != "null" {
 			n, ok := uintField(v, f.min)
 			if !ok {
 				return bad("%s must be an integer from %d to 4294967295, got %s", f.name, f.min, v)
@@ -162,7 +163,7 @@ func ParseHello(body []byte) (*Hello, *Error) {
 			*f.dst = n
 		}
 	}
-	if raw, ok := top["methods"]; ok {
+	if raw, ok := top["methods"]; ok && string(raw) != "null" {
 		var ms []map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &ms); err != nil || ms == nil {
 			return bad("methods must be an array of objects")
@@ -211,6 +212,12 @@ func parseMethod(m map[string]json.RawMessage) (MethodInfo, *Error) {
 			if d.Decode(f.dst) != nil {
 				return bad("method %q: %s is not JSON", mi.Name, f.name)
 			}
+			// A schema is an object or a boolean; null is absent (§4.1.1).
+			switch (*f.dst).(type) {
+			case nil, map[string]any, bool:
+			default:
+				return bad("method %q: %s must be a JSON Schema (an object or a boolean), got %s", mi.Name, f.name, v)
+			}
 		}
 	}
 	mi.Input, mi.Output = emptySchema(mi.Input), emptySchema(mi.Output)
@@ -222,10 +229,19 @@ func parseMethod(m map[string]json.RawMessage) (MethodInfo, *Error) {
 	return mi, nil
 }
 
-// uintField parses a JSON integer literal in [min, 2^32-1].
+// uintField parses a JSON number in [min, 2^32-1] whose value is an
+// integer, however written: 64, 64.0 and 6.4e1 are all 64 (§4.1.1).
 func uintField(v json.RawMessage, min uint32) (uint32, bool) {
 	n, err := strconv.ParseUint(string(v), 10, 32)
-	if err != nil || uint32(n) < min {
+	if err != nil {
+		// v is valid JSON (the body parsed), so only a number parses here.
+		f, ferr := strconv.ParseFloat(string(v), 64)
+		if ferr != nil || f != math.Trunc(f) || f < 0 || f > math.MaxUint32 {
+			return 0, false
+		}
+		n = uint64(f)
+	}
+	if uint32(n) < min {
 		return 0, false
 	}
 	return uint32(n), true

@@ -78,6 +78,13 @@ def _str(o: dict[str, Any], key: str, where: str) -> str:
     return v
 
 
+def _schema(v: Any, method: str, key: str) -> Any:
+    """A method's schema: an object or a boolean; None when absent or null (PROTOCOL.md §4.1.1)."""
+    if v is not None and not isinstance(v, (dict, bool)):
+        raise _bad(f"method {method}: {key} must be a JSON Schema (an object or a boolean), got {json.dumps(v)}")
+    return v
+
+
 def hello_from_value(v: Any) -> Hello:
     """Validates a parsed HELLO object and fills in the defaults."""
     if not isinstance(v, dict):
@@ -111,9 +118,8 @@ def hello_from_value(v: Any) -> Hello:
         doc = m.get("doc")
         if doc is not None and not isinstance(doc, str):
             raise _bad(f"method {name}: doc must be a string")
-        inp = m.get("input")
-        out = m.get("output")
-        methods.append(MethodInfo(name, kind, {} if inp is None else inp, {} if out is None else out, m.get("errors"), doc))
+        inp, out, errs = (_schema(m.get(k), name, k) for k in ("input", "output", "errors"))
+        methods.append(MethodInfo(name, kind, {} if inp is None else inp, {} if out is None else out, errs, doc))
     return Hello(
         versions=[int(x) for x in versions],
         peer=peer,

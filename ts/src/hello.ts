@@ -77,7 +77,8 @@ function isObject(v: unknown): v is Record<string, unknown> {
 }
 
 function u32(v: unknown, field: string, min: number, dflt: number): number {
-  if (v === undefined) return dflt;
+  // null is absent (PROTOCOL.md §4.1.1); JSON.parse already reads 64.0 as 64.
+  if (v === undefined || v === null) return dflt;
   if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > U32_MAX) {
     throw bad(`${field} must be an integer in ${min}..${U32_MAX}, got ${JSON.stringify(v)}`);
   }
@@ -87,6 +88,15 @@ function u32(v: unknown, field: string, min: number, dflt: number): number {
 function str(o: Record<string, unknown>, field: string, where: string): string {
   const v = o[field];
   if (typeof v !== "string") throw bad(`${where}.${field} must be a string`);
+  return v;
+}
+
+/** A method's schema: an object or a boolean; `undefined` when absent or null (PROTOCOL.md §4.1.1). */
+function schema(v: unknown, method: string, field: string): unknown {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "boolean" && !isObject(v)) {
+    throw bad(`method ${method}: ${field} must be a JSON Schema (an object or a boolean), got ${JSON.stringify(v)}`);
+  }
   return v;
 }
 
@@ -113,8 +123,9 @@ export function helloFromValue(v: unknown): Hello {
     if (typeof kind !== "string" || !(KINDS as readonly string[]).includes(kind)) {
       throw bad(`method ${name}: unknown kind ${JSON.stringify(kind)}`);
     }
-    const info: MethodInfo = { name, kind: kind as Kind, input: m.input ?? {}, output: m.output ?? {} };
-    if (m.errors !== undefined && m.errors !== null) info.errors = m.errors;
+    const info: MethodInfo = { name, kind: kind as Kind, input: schema(m.input, name, "input") ?? {}, output: schema(m.output, name, "output") ?? {} };
+    const errors = schema(m.errors, name, "errors");
+    if (errors !== undefined) info.errors = errors;
     if (m.doc !== undefined && m.doc !== null) {
       if (typeof m.doc !== "string") throw bad(`method ${name}: doc must be a string`);
       info.doc = m.doc;

@@ -45,6 +45,7 @@ mod connection;
 mod context;
 mod engine;
 pub mod errors;
+mod one_value;
 mod provider;
 pub mod relay;
 mod stream;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use hubwire_frame::{negotiate, Code, Decoder, Frame, FrameError, Hello};
+use hubwire_frame::{negotiate, Code, Decoder, Frame, FrameError, Hello, HELLO_LIMIT};
 
 use super::options::ConnectionOptions;
 use super::reader::{self, READ_CHUNK};
@@ -37,7 +37,9 @@ pub(crate) async fn open(transport: DynTransport, options: &ConnectionOptions, d
 async fn exchange(t: &DynTransport, writer: &Writer, local: &Hello, options: &ConnectionOptions) -> Result<(Hello, BytesMut, u32), Error> {
     let hello = Frame::Hello(Box::new(local.clone())).to_bytes();
     writer.push(|_| {}, &hello).map_err(Error::unavailable)?;
-    let decoder = Decoder::new(options.max_frame);
+    // The HELLO may be larger than our own max_frame: the peer cannot know
+    // our limit before sending it (§4.1.2).
+    let decoder = Decoder::new(options.max_frame.max(HELLO_LIMIT));
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let first = tokio::time::timeout(options.handshake_timeout, async {
         loop {
