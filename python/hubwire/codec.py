@@ -13,6 +13,7 @@ whatever the payload holds. Decoders are made once per type and kept.
 
 from __future__ import annotations
 
+import datetime
 import enum
 from dataclasses import dataclass
 from typing import Any, Union
@@ -105,7 +106,31 @@ def decode(data: Buf, codec: Codec | int, t: Any = Any) -> Any:
     and for raw payloads, which have no structure."""
     if codec == Codec.raw:
         raise ValueError("expected structured data (msgpack or json), got raw bytes")
-    return decoder_for(t, Codec(codec)).decode(data)
+    v = decoder_for(t, Codec(codec)).decode(data)
+    if codec == Codec.msgpack:
+        _check_data_model(v)
+    return v
+
+
+def _check_data_model(v: Any) -> None:
+    """Raises ``ValueError`` for what §6.2 refuses in a MessagePack payload
+    and msgspec accepts: map keys that are not strings, and ext values
+    (msgspec gives ``Ext`` objects, and ``datetime`` for the timestamp).
+    Trailing bytes, 0xc1 and invalid UTF-8 msgspec refuses itself. Walks
+    dicts and lists without recursion; typed values (Structs) are not
+    entered, their keys are field names."""
+    todo = [v]
+    while todo:
+        x = todo.pop()
+        if isinstance(x, dict):
+            for k, y in x.items():
+                if type(k) is not str:
+                    raise ValueError(f"a map key must be a string, got {type(k).__name__}")
+                todo.append(y)
+        elif isinstance(x, (list, tuple)):
+            todo.extend(x)
+        elif isinstance(x, (msgspec.msgpack.Ext, datetime.datetime)):
+            raise ValueError("MessagePack ext types are not part of the data model")
 
 
 def decode_as(data: Buf, codec: int, t: Any, code: Code, what: str) -> Any:
