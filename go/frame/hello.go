@@ -14,6 +14,10 @@ const (
 	DefaultWindow   = 64   // initial credit per stream received
 	DefaultMaxCalls = 4096 // calls accepted in flight as callee
 	MinMaxFrame     = 4096 // the smallest max_frame a peer may declare
+	// HelloLimit is the HELLO body size every peer accepts whatever its
+	// max_frame (spec/PROTOCOL.md §4.1.2): the first frame is read with the
+	// limit max(max_frame, HelloLimit).
+	HelloLimit = 1 << 20
 )
 
 // PeerInfo says who a peer is.

@@ -15,6 +15,10 @@ DEFAULT_MAX_FRAME = 16 * 1024 * 1024
 DEFAULT_WINDOW = 64
 DEFAULT_MAX_CALLS = 4096
 MIN_MAX_FRAME = 4096
+#: The HELLO body size every peer accepts whatever its ``max_frame``
+#: (PROTOCOL.md §4.1.2): the first frame is read with the limit
+#: ``max(max_frame, HELLO_LIMIT)``.
+HELLO_LIMIT = 1 << 20
 U32_MAX = 0xFFFFFFFF
 KIND_NAMES = ("unary", "server_stream", "client_stream", "bidi")
 

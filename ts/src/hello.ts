@@ -13,6 +13,12 @@ export const DEFAULT_WINDOW = 64;
 export const DEFAULT_MAX_CALLS = 4096;
 /** The smallest `max_frame` a peer may declare. */
 export const MIN_MAX_FRAME = 4096;
+/**
+ * The HELLO body size every peer accepts whatever its `max_frame`
+ * (PROTOCOL.md §4.1.2): the first frame is read with the limit
+ * `max(max_frame, HELLO_LIMIT)`.
+ */
+export const HELLO_LIMIT = 1 << 20;
 const U32_MAX = 0xffffffff;
 
 /** The four call kinds' names, by their wire value (REQUEST flags bits 0–1). */
