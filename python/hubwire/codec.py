@@ -4,7 +4,7 @@ bytes of a payload and back, through msgspec.
 * ``raw`` (0): ``bytes`` travel as they are, no encoding at all;
 * ``msgpack`` (1): the default; shortest forms, structures as maps keyed
   by field name, byte strings as ``bin``;
-* ``json`` (2): compact UTF-8 JSON.
+* ``json`` (2): compact UTF-8 JSON, byte strings as arrays of numbers.
 
 A type given as the expected type of a payload (a ``msgspec.Struct``,
 ``int``, ``list[str]``, ...) is validated as it is decoded; ``Any`` takes
@@ -22,6 +22,7 @@ import msgspec
 
 from .codes import Code
 from .errors import HubwireError
+from .jsonbytes import bytes_from_arrays, has_bytes, json_ready
 
 Buf = Union[bytes, bytearray, memoryview]
 
@@ -73,7 +74,8 @@ def codec_of(name: Codec | str | int | None) -> Codec:
 def encode(value: Any, codec: Codec) -> bytes:
     """Encodes ``value`` with a structured codec (raw values are bytes already)."""
     if codec == Codec.json:
-        return _json_encoder.encode(value)
+        # Byte strings as arrays of numbers (§6), not msgspec's base64.
+        return _json_encoder.encode(json_ready(value))
     return _mp_encoder.encode(value)
 
 
@@ -106,6 +108,9 @@ def decode(data: Buf, codec: Codec | int, t: Any = Any) -> Any:
     and for raw payloads, which have no structure."""
     if codec == Codec.raw:
         raise ValueError("expected structured data (msgpack or json), got raw bytes")
+    if codec == Codec.json and t is not Any and has_bytes(t):
+        # Byte strings arrive as arrays of numbers (§6); msgspec reads only base64.
+        return msgspec.convert(bytes_from_arrays(msgspec.json.decode(data), t), t)
     v = decoder_for(t, Codec(codec)).decode(data)
     if codec == Codec.msgpack:
         _check_data_model(v)
