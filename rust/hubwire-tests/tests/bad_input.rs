@@ -222,7 +222,8 @@ async fn a_hello_may_exceed_a_small_max_frame_up_to_one_mib() {
     assert_eq!(goaway_code(&reply), None);
 
     // Once the HELLO is read, a frame over max_frame is too_large.
-    let mut item = Vec::from(&Frame::Item { call_id: 1, codec: hubwire_frame::Codec::Raw, payload: Bytes::from(vec![0u8; 5000]) }.to_bytes()[..]);
+    let mut item =
+        Vec::from(&Frame::Item { call_id: 1, codec: hubwire_frame::Codec::Raw, payload: Bytes::from(vec![0u8; 5000]) }.to_bytes()[..]);
     item.truncate(12); // the header alone proves it
     let (p, hello) = (path.clone(), big);
     let reply = tokio::task::spawn_blocking(move || raw_exchange(&p, &hello, true, &item, false)).await.unwrap();
