@@ -277,3 +277,25 @@ func list(vs []uint32) string {
 	}
 	return string(append(b, ']'))
 }
+
+// Fit shortens the body to at most HelloLimit bytes, the size every peer
+// accepts (spec/PROTOCOL.md §4.1.2): first the docs go, then the schemas
+// ({}, no errors), which are descriptive; names and kinds always stay. It
+// works on a copy of the method list, which may be the service's own.
+func (h *Hello) Fit() {
+	fits := func() bool { return len(h.JSON()) <= HelloLimit }
+	if fits() {
+		return
+	}
+	h.Methods = slices.Clone(h.Methods)
+	for i := range h.Methods {
+		h.Methods[i].Doc = ""
+	}
+	if fits() {
+		return
+	}
+	for i := range h.Methods {
+		m := &h.Methods[i]
+		m.Input, m.Output, m.Errors = map[string]any{}, map[string]any{}, nil
+	}
+}

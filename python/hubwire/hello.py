@@ -5,6 +5,7 @@ version negotiation."""
 from __future__ import annotations
 
 import json
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -171,6 +172,19 @@ def hello_value(h: Hello) -> dict[str, Any]:
         "max_calls": h.max_calls,
         "methods": methods,
     }
+
+
+def fit_hello(h: Hello) -> Hello:
+    """``h`` shortened to at most :data:`HELLO_LIMIT` body bytes, the size
+    every peer accepts (PROTOCOL.md §4.1.2): first the docs go, then the
+    schemas (``{}``, no ``errors``), which are descriptive; names and kinds
+    always stay."""
+    if len(encode_hello(h)) <= HELLO_LIMIT:
+        return h
+    no_docs = dataclasses.replace(h, methods=[dataclasses.replace(m, doc=None) for m in h.methods])
+    if len(encode_hello(no_docs)) <= HELLO_LIMIT:
+        return no_docs
+    return dataclasses.replace(h, methods=[MethodInfo(m.name, m.kind, {}, {}) for m in h.methods])
 
 
 def encode_hello(h: Hello) -> bytes:

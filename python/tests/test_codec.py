@@ -37,3 +37,19 @@ def test_json_bytes_are_arrays_of_numbers() -> None:
     assert any_value == [1, 2]  # untyped JSON has no byte strings
     with pytest.raises(msgspec.ValidationError):
         decode(b'{"data":[300]}', Codec.json, Blob)
+
+
+def test_a_large_hello_is_shortened() -> None:
+    """PROTOCOL.md §4.1.2: docs go first, then schemas; names and kinds stay."""
+    from hubwire.hello import HELLO_LIMIT, Hello, MethodInfo, PeerInfo, encode_hello, fit_hello
+
+    def hello(n: int, schema_pad: int, doc_pad: int) -> Hello:
+        methods = [MethodInfo(f"m{i}", "unary", {"description": "x" * schema_pad}, {}, True, "d" * doc_pad) for i in range(n)]
+        return Hello(versions=[1], peer=PeerInfo("many", "python", "0"), methods=methods)
+
+    small = hello(10, 100, 100)
+    assert fit_hello(small) is small
+    docs = fit_hello(hello(3000, 30, 300))
+    assert len(encode_hello(docs)) <= HELLO_LIMIT and docs.methods[0].doc is None and docs.methods[0].errors is True
+    schemas = fit_hello(hello(3000, 300, 10))
+    assert len(encode_hello(schemas)) <= HELLO_LIMIT and schemas.methods[0].errors is None and len(schemas.methods) == 3000

@@ -11,7 +11,7 @@
 
 import { HubwireError } from "./errors.js";
 import { VERSION } from "./frame.js";
-import { DEFAULT_MAX_CALLS, DEFAULT_MAX_FRAME, DEFAULT_WINDOW, type Hello } from "./hello.js";
+import { DEFAULT_MAX_CALLS, DEFAULT_MAX_FRAME, DEFAULT_WINDOW, fitHello, type Hello } from "./hello.js";
 import { Core } from "./engine/state.js";
 import { open } from "./engine/handshake.js";
 import type { Service } from "./engine/serve.js";
@@ -41,14 +41,14 @@ export const SDK_VERSION = "0.1.0";
 
 /** Our HELLO, from the options. */
 function localHello(options: ConnectionOptions): Hello {
-  return {
+  return fitHello({
     versions: [VERSION],
     peer: { name: options.name ?? "ts", lang: "ts", version: SDK_VERSION },
     max_frame: options.maxFrame ?? DEFAULT_MAX_FRAME,
     window: Math.max(1, options.window ?? DEFAULT_WINDOW),
     max_calls: Math.max(1, options.maxCalls ?? DEFAULT_MAX_CALLS),
     methods: options.service?.methods() ?? [],
-  };
+  });
 }
 
 /** A live connection to a peer: call its methods, and serve ours to it. */

@@ -148,6 +148,19 @@ export function helloFromValue(v: unknown): Hello {
   };
 }
 
+/**
+ * `h` shortened to at most {@link HELLO_LIMIT} body bytes, the size every
+ * peer accepts (PROTOCOL.md §4.1.2): first the docs go, then the schemas
+ * (`{}`, no `errors`), which are descriptive; names and kinds always stay.
+ */
+export function fitHello(h: Hello): Hello {
+  const fits = (x: Hello) => encodeHello(x).length <= HELLO_LIMIT;
+  if (fits(h)) return h;
+  const noDocs: Hello = { ...h, methods: h.methods.map(({ doc: _, ...m }) => m) };
+  if (fits(noDocs)) return noDocs;
+  return { ...h, methods: h.methods.map((m) => ({ name: m.name, kind: m.kind, input: {}, output: {} })) };
+}
+
 /** Parses and validates a HELLO body (UTF-8 JSON bytes). */
 export function parseHello(body: Uint8Array): Hello {
   let value: unknown;

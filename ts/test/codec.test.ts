@@ -9,7 +9,7 @@
 
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { decodeMsgpack, encodeMsgpack } from "hubwire";
+import { decodeMsgpack, encodeHello, encodeMsgpack, fitHello, HELLO_LIMIT, type Hello } from "hubwire";
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
 
@@ -143,5 +143,35 @@ describe("msgpack: one value of the data model (PROTOCOL.md §6.2)", () => {
       ["a2c328", /./],
     ];
     for (const [h, why] of cases) assert.throws(() => decodeMsgpack(bytesOf(h)), why, h);
+  });
+});
+
+describe("HELLO size (PROTOCOL.md §4.1.2)", () => {
+  const hello = (n: number, schemaPad: number, docPad: number): Hello => ({
+    versions: [1],
+    peer: { name: "many", lang: "ts", version: "0" },
+    max_frame: 16777216,
+    window: 64,
+    max_calls: 4096,
+    methods: Array.from({ length: n }, (_, i) => ({
+      name: `m${i}`,
+      kind: "unary" as const,
+      input: { description: "x".repeat(schemaPad) },
+      output: {},
+      errors: true,
+      doc: "d".repeat(docPad),
+    })),
+  });
+
+  it("a HELLO that fits is unchanged; docs go first, then schemas", () => {
+    const small = hello(10, 100, 100);
+    assert.equal(fitHello(small), small);
+    const docs = fitHello(hello(3000, 30, 300));
+    assert.ok(encodeHello(docs).length <= HELLO_LIMIT);
+    assert.equal(docs.methods[0].doc, undefined);
+    assert.equal(docs.methods[0].errors, true);
+    const schemas = fitHello(hello(3000, 300, 10));
+    assert.ok(encodeHello(schemas).length <= HELLO_LIMIT);
+    assert.deepEqual(schemas.methods[2999], { name: "m2999", kind: "unary", input: {}, output: {} });
   });
 });

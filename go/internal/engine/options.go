@@ -86,5 +86,6 @@ func (o *Options) hello() *frame.Hello {
 	if o.Service != nil {
 		h.Methods = o.Service.Methods()
 	}
+	h.Fit()
 	return h
 }

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..frame import VERSION
-from ..hello import DEFAULT_MAX_CALLS, DEFAULT_MAX_FRAME, DEFAULT_WINDOW, Hello, PeerInfo
+from ..hello import DEFAULT_MAX_CALLS, DEFAULT_MAX_FRAME, DEFAULT_WINDOW, Hello, PeerInfo, fit_hello
 
 if TYPE_CHECKING:
     from .serve import Service
@@ -34,11 +34,11 @@ class ConnectionOptions:
 
     def hello(self) -> Hello:
         """Our HELLO. The service's methods are asked for once, here."""
-        return Hello(
+        return fit_hello(Hello(
             versions=[VERSION],
             peer=PeerInfo(self.name, "python", SDK_VERSION),
             max_frame=self.max_frame,
             window=max(1, self.window),
             max_calls=max(1, self.max_calls),
             methods=self.service.methods() if self.service is not None else [],
-        )
+        ))

@@ -137,6 +137,24 @@ impl Hello {
         Ok(())
     }
 
+    /// Shortens the body to at most [`HELLO_LIMIT`] bytes, the size every
+    /// peer accepts (`spec/PROTOCOL.md` §4.1.2): first the docs go, then
+    /// the schemas (`{}`, no `errors`), which are descriptive; names and
+    /// kinds, which calls need, always stay.
+    pub fn fit(&mut self) {
+        let fits = |h: &Hello| h.to_json().len() <= HELLO_LIMIT as usize;
+        if fits(self) {
+            return;
+        }
+        self.methods.iter_mut().for_each(|m| m.doc = None);
+        if fits(self) {
+            return;
+        }
+        for m in &mut self.methods {
+            (m.input, m.output, m.errors) = (empty_schema(), empty_schema(), None);
+        }
+    }
+
     /// The method called `name`, if offered.
     pub fn method(&self, name: &str) -> Option<&MethodInfo> {
         self.methods.iter().find(|m| m.name == name)

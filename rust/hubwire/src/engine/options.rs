@@ -85,6 +85,7 @@ impl ConnectionOptions {
         if let Some(s) = &self.service {
             h.methods = s.methods();
         }
+        h.fit();
         h
     }
 }
