@@ -14,6 +14,10 @@ import (
 
 var errCutShort = errors.New("the payload ends inside the value")
 
+// maxDepth is the deepest nesting of arrays and maps accepted (§6.2 lets a
+// receiver refuse deeper values); it also bounds the walk's stack.
+const maxDepth = 128
+
 // openContainer is one container being walked: the elements left in it (a
 // map of n entries counts 2n; an even count left means a key is next).
 type openContainer struct {
@@ -23,8 +27,9 @@ type openContainer struct {
 
 // checkMsgpack returns an error unless b is exactly one MessagePack value:
 // nothing after it, not cut short, no ext types (nor the timestamp), no
-// 0xc1, only str map keys, valid UTF-8 in every str. Iterative, with a heap
-// stack bounded by the payload's length.
+// 0xc1, only str map keys, valid UTF-8 in every str, at most maxDepth
+// containers deep. Iterative, with a heap stack whose bottom entry is the
+// whole value.
 func checkMsgpack(b []byte) error {
 	stack := []openContainer{{left: 1}}
 	i := 0
@@ -51,6 +56,13 @@ func checkMsgpack(b []byte) error {
 		}
 		return err
 	}
+	open := func(c openContainer) error {
+		if len(stack) > maxDepth {
+			return fmt.Errorf("the value is nested deeper than %d arrays and maps", maxDepth)
+		}
+		stack = append(stack, c)
+		return nil
+	}
 	for len(stack) > 0 {
 		top := &stack[len(stack)-1]
 		if top.left == 0 {
@@ -71,9 +83,9 @@ func checkMsgpack(b []byte) error {
 		switch {
 		case t <= 0x7f || t >= 0xe0 || t == 0xc0 || t == 0xc2 || t == 0xc3:
 		case t <= 0x8f:
-			stack = append(stack, openContainer{2 * uint64(t&0x0f), true})
+			err = open(openContainer{2 * uint64(t&0x0f), true})
 		case t <= 0x9f:
-			stack = append(stack, openContainer{uint64(t & 0x0f), false})
+			err = open(openContainer{uint64(t & 0x0f), false})
 		case t <= 0xbf:
 			err = str(uint64(t & 0x1f))
 		case t == 0xc1:
@@ -102,9 +114,9 @@ func checkMsgpack(b []byte) error {
 			var n uint64
 			if n, err = length(2 << (t & 1)); err == nil { // a 16-bit count when t is even, 32-bit when odd
 				if t >= 0xde {
-					stack = append(stack, openContainer{2 * n, true})
+					err = open(openContainer{2 * n, true})
 				} else {
-					stack = append(stack, openContainer{n, false})
+					err = open(openContainer{n, false})
 				}
 			}
 		}

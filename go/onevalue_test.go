@@ -1,6 +1,7 @@
 package hubwire
 
 import (
+	"bytes"
 	"encoding/hex"
 	"strings"
 	"testing"
@@ -24,5 +25,12 @@ func TestCheckMsgpack(t *testing.T) {
 		if err := checkMsgpack(b); err == nil || !strings.Contains(err.Error(), c.why) {
 			t.Errorf("%s: got %v, want an error about %q", c.hex, err, c.why)
 		}
+	}
+	nested := func(n int) []byte { return append(bytes.Repeat([]byte{0x91}, n), 0xc0) }
+	if err := checkMsgpack(nested(maxDepth)); err != nil {
+		t.Errorf("%d levels: %v", maxDepth, err)
+	}
+	if err := checkMsgpack(nested(maxDepth + 1)); err == nil || !strings.Contains(err.Error(), "nested deeper") {
+		t.Errorf("%d levels: %v", maxDepth+1, err)
 	}
 }

@@ -108,32 +108,43 @@ def decode(data: Buf, codec: Codec | int, t: Any = Any) -> Any:
     and for raw payloads, which have no structure."""
     if codec == Codec.raw:
         raise ValueError("expected structured data (msgpack or json), got raw bytes")
-    if codec == Codec.json and t is not Any and has_bytes(t):
-        # Byte strings arrive as arrays of numbers (§6); msgspec reads only base64.
-        return msgspec.convert(bytes_from_arrays(msgspec.json.decode(data), t), t)
-    v = decoder_for(t, Codec(codec)).decode(data)
+    try:
+        if codec == Codec.json and t is not Any and has_bytes(t):
+            # Byte strings arrive as arrays of numbers (§6); msgspec reads only base64.
+            return msgspec.convert(bytes_from_arrays(msgspec.json.decode(data), t), t)
+        v = decoder_for(t, Codec(codec)).decode(data)
+    except RecursionError:
+        # msgspec recurses; a deeply nested payload is a bad payload, not a crash.
+        raise ValueError("the value is nested too deeply") from None
     if codec == Codec.msgpack:
         _check_data_model(v)
     return v
 
 
+#: The deepest nesting of arrays and maps accepted (§6.2 lets a receiver
+#: refuse deeper values), as in the other runtimes.
+MAX_DEPTH = 128
+
+
 def _check_data_model(v: Any) -> None:
     """Raises ``ValueError`` for what §6.2 refuses in a MessagePack payload
-    and msgspec accepts: map keys that are not strings, and ext values
-    (msgspec gives ``Ext`` objects, and ``datetime`` for the timestamp).
-    Trailing bytes, 0xc1 and invalid UTF-8 msgspec refuses itself. Walks
-    dicts and lists without recursion; typed values (Structs) are not
-    entered, their keys are field names."""
-    todo = [v]
+    and msgspec accepts: map keys that are not strings, ext values (msgspec
+    gives ``Ext`` objects, and ``datetime`` for the timestamp), and nesting
+    deeper than :data:`MAX_DEPTH`. Trailing bytes, 0xc1 and invalid UTF-8
+    msgspec refuses itself. Walks dicts and lists without recursion; typed
+    values (Structs) are not entered, their keys are field names."""
+    todo: list[tuple[Any, int]] = [(v, 1)]
     while todo:
-        x = todo.pop()
+        x, depth = todo.pop()
+        if isinstance(x, (dict, list, tuple)) and depth > MAX_DEPTH:
+            raise ValueError(f"the value is nested deeper than {MAX_DEPTH} arrays and maps")
         if isinstance(x, dict):
             for k, y in x.items():
                 if type(k) is not str:
                     raise ValueError(f"a map key must be a string, got {type(k).__name__}")
-                todo.append(y)
+                todo.append((y, depth + 1))
         elif isinstance(x, (list, tuple)):
-            todo.extend(x)
+            todo.extend((y, depth + 1) for y in x)
         elif isinstance(x, (msgspec.msgpack.Ext, datetime.datetime)):
             raise ValueError("MessagePack ext types are not part of the data model")
 

@@ -9,11 +9,18 @@
 const utf8Fatal = new TextDecoder("utf-8", { fatal: true });
 
 /**
+ * The deepest nesting of arrays and maps accepted (§6.2 lets a receiver
+ * refuse deeper values); it also bounds the walk's stack.
+ */
+export const MAX_DEPTH = 128;
+
+/**
  * Throws unless `b` is exactly one MessagePack value: nothing after it, not
  * cut short, no ext types (nor the timestamp), no 0xc1, only `str` map keys,
- * valid UTF-8 in every `str`. Iterative: `left` and `isMap` are a stack of
- * open containers (a map of n entries counts 2n elements; an even count
- * left means a key is next), bounded by the payload's length.
+ * valid UTF-8 in every `str`, at most {@link MAX_DEPTH} containers deep.
+ * Iterative: `left` and `isMap` are a stack of open containers (a map of n
+ * entries counts 2n elements; an even count left means a key is next),
+ * with the whole value as its bottom entry.
  */
 export function checkMsgpack(b: Uint8Array): void {
   const left: number[] = [1];
@@ -43,6 +50,7 @@ export function checkMsgpack(b: Uint8Array): void {
     }
   };
   const open = (count: number, map: boolean): void => {
+    if (left.length > MAX_DEPTH) throw new Error(`the value is nested deeper than ${MAX_DEPTH} arrays and maps`);
     left.push(map ? 2 * count : count);
     isMap.push(map);
   };

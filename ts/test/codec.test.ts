@@ -144,6 +144,12 @@ describe("msgpack: one value of the data model (PROTOCOL.md §6.2)", () => {
     ];
     for (const [h, why] of cases) assert.throws(() => decodeMsgpack(bytesOf(h)), why, h);
   });
+
+  it("nesting up to 128 arrays and maps", () => {
+    const nested = (n: number) => bytesOf("91".repeat(n) + "c0");
+    assert.doesNotThrow(() => decodeMsgpack(nested(128)));
+    assert.throws(() => decodeMsgpack(nested(129)), /nested deeper/);
+  });
 });
 
 describe("HELLO size (PROTOCOL.md §4.1.2)", () => {

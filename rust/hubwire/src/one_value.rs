@@ -4,6 +4,12 @@
 //! them, so every Rust type (even a dynamic one such as `rmpv::Value`)
 //! accepts and refuses the same payloads as every other implementation.
 
+/// The deepest nesting of arrays and maps accepted (`spec/PROTOCOL.md`
+/// §6.2 lets a receiver refuse deeper values). It also bounds the walk's
+/// stack, which a payload of nested one-element arrays could otherwise
+/// make 16 times as large as itself.
+pub(crate) const MAX_DEPTH: usize = 128;
+
 /// One container being walked: how many elements are left in it, and
 /// whether it is a map (whose elements alternate key, value).
 struct Open {
@@ -15,9 +21,8 @@ struct Open {
 /// cut short, no ext types (nor the timestamp), no `0xc1`, only `str` map
 /// keys, and valid UTF-8 in every `str`. The error says what was wrong.
 ///
-/// Iterative, with a heap stack of open containers: deep nesting cannot
-/// overflow the thread's stack, and the stack is bounded by the payload's
-/// length (every container header is at least one byte).
+/// Iterative, with a heap stack of open containers, at most [`MAX_DEPTH`]
+/// deep: nesting cannot overflow the thread's stack.
 pub(crate) fn check_msgpack(b: &[u8]) -> Result<(), String> {
     let mut open = vec![Open { left: 1, map: false }];
     let mut i = 0usize;
@@ -39,11 +44,11 @@ pub(crate) fn check_msgpack(b: &[u8]) -> Result<(), String> {
         let (len_bytes, skip): (usize, usize) = match t {
             0x00..=0x7f | 0xe0..=0xff | 0xc0 | 0xc2 | 0xc3 => (0, 0),
             0x80..=0x8f => {
-                open.push(Open { left: 2 * u64::from(t & 0x0f), map: true });
+                push(&mut open, Open { left: 2 * u64::from(t & 0x0f), map: true })?;
                 (0, 0)
             }
             0x90..=0x9f => {
-                open.push(Open { left: u64::from(t & 0x0f), map: false });
+                push(&mut open, Open { left: u64::from(t & 0x0f), map: false })?;
                 (0, 0)
             }
             0xa0..=0xbf => {
@@ -73,8 +78,8 @@ pub(crate) fn check_msgpack(b: &[u8]) -> Result<(), String> {
         }
         let n = take(b, &mut i, len_bytes)?.iter().fold(0u64, |acc, &x| acc << 8 | u64::from(x));
         match t {
-            0xdc | 0xdd => open.push(Open { left: n, map: false }),
-            0xde | 0xdf => open.push(Open { left: 2 * n, map: true }),
+            0xdc | 0xdd => push(&mut open, Open { left: n, map: false })?,
+            0xde | 0xdf => push(&mut open, Open { left: 2 * n, map: true })?,
             0xd9..=0xdb => str_at(b, &mut i, n as usize)?,
             _ => {
                 take(b, &mut i, n as usize)?;
@@ -84,6 +89,16 @@ pub(crate) fn check_msgpack(b: &[u8]) -> Result<(), String> {
     if i != b.len() {
         return Err(format!("{} trailing bytes after the value", b.len() - i));
     }
+    Ok(())
+}
+
+/// Opens a container; an error past [`MAX_DEPTH`] (the root entry at the
+/// bottom of the stack is not a container).
+fn push(open: &mut Vec<Open>, o: Open) -> Result<(), String> {
+    if open.len() > MAX_DEPTH {
+        return Err(format!("the value is nested deeper than {MAX_DEPTH} arrays and maps"));
+    }
+    open.push(o);
     Ok(())
 }
 
@@ -126,6 +141,13 @@ mod tests {
         ] {
             assert_eq!(check(ok), Ok(()), "{ok}");
         }
+    }
+
+    #[test]
+    fn nesting_up_to_the_limit() {
+        let nested = |n: usize| [vec![0x91u8; n], vec![0xc0]].concat();
+        assert_eq!(check_msgpack(&nested(super::MAX_DEPTH)), Ok(()));
+        assert!(check_msgpack(&nested(super::MAX_DEPTH + 1)).unwrap_err().contains("nested deeper"));
     }
 
     #[test]
