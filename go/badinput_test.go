@@ -210,3 +210,36 @@ func TestAClientRefusedAtHandshakeGetsTheCode(t *testing.T) {
 		t.Fatal(e)
 	}
 }
+
+// spec/PROTOCOL.md §4.1.2: the first frame is read with the limit
+// max(max_frame, 1 MiB); after it, max_frame alone applies.
+func TestAHelloMayExceedASmallMaxFrameUpToOneMiB(t *testing.T) {
+	path := startProvider(t, frame.MinMaxFrame)
+	h := frame.NewHello(frame.PeerInfo{Name: "big-hello", Lang: "test", Version: "0"})
+	for i := range 1000 {
+		h.Methods = append(h.Methods, frame.MethodInfo{Name: "method_" + strings.Repeat("x", i%50), Kind: frame.Unary,
+			Input: map[string]any{"type": "object", "description": "padding so that the HELLO grows"}, Output: map[string]any{}})
+	}
+	big := (&frame.Frame{Type: frame.TypeHello, Hello: h}).Append(nil)
+	if len(big) <= 64*1024 || len(big) > frame.HelloLimit {
+		t.Fatalf("the HELLO is %d bytes", len(big))
+	}
+	ping := frame.AppendPing(nil, frame.TypePing, [8]byte{7, 7, 7, 7, 7, 7, 7, 7})
+	frames := rawExchange(t, path, big, true, ping, true)
+	pong := false
+	for _, f := range frames {
+		pong = pong || f.Type == frame.TypePong
+	}
+	if !pong || goaway(frames) != nil {
+		t.Errorf("a large HELLO was refused: %+v", goaway(frames))
+	}
+	item := frame.AppendItemHead(nil, 1, frame.Raw, 5000) // the header alone: over max_frame now
+	if g := goaway(rawExchange(t, path, big, true, item, false)); g == nil || g.Code != frame.TooLarge {
+		t.Errorf("after the HELLO: %+v, want GOAWAY too_large", g)
+	}
+	header := helloBytes(1)[:12]
+	header[0], header[1], header[2], header[3] = 1, 0, 0x10, 0 // 1 MiB + 1
+	if g := goaway(rawExchange(t, path, header, false, nil, false)); g == nil || g.Code != frame.TooLarge {
+		t.Errorf("a first frame over 1 MiB: %+v, want GOAWAY too_large", g)
+	}
+}

@@ -130,6 +130,10 @@ func decodeValue(p Payload, dst any) error {
 		}
 		return nil
 	case CodecMsgpack:
+		// One value of the shared data model, whatever the library would tolerate (§6.2).
+		if err := checkMsgpack(p.Bytes); err != nil {
+			return fmt.Errorf("msgpack: %w", err)
+		}
 		dec := msgpack.GetDecoder()
 		defer msgpack.PutDecoder(dec)
 		r := bytes.NewReader(p.Bytes)
@@ -138,9 +142,6 @@ func decodeValue(p Payload, dst any) error {
 		dec.SetMapDecoder(decodeMap)
 		if err := dec.Decode(dst); err != nil {
 			return fmt.Errorf("msgpack: %w", err)
-		}
-		if r.Len() > 0 {
-			return errors.New("msgpack: trailing bytes after the value")
 		}
 		return nil
 	}

@@ -39,6 +39,10 @@ func (d *Decoder) MaxFrame() uint32 { return d.maxFrame }
 // carry. HELLO frames always carry version 1.
 func (d *Decoder) SetVersion(v uint8) { d.version = v }
 
+// SetMaxFrame changes the limit on body_len: the handshake reads the HELLO
+// with a larger one (spec/PROTOCOL.md §4.1.2), then sets the connection's.
+func (d *Decoder) SetMaxFrame(n uint32) { d.maxFrame = n }
+
 // Check is the cheap completeness check: it looks at the 12-byte header
 // alone. It returns 0 if buf does not hold a whole header yet, otherwise
 // the whole frame's length (which may be more than buf holds), or the

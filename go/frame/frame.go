@@ -253,3 +253,12 @@ func ClipMessage(m string) string {
 const hexDigits = "0123456789abcdef"
 
 func hex2(b uint8) string { return string([]byte{hexDigits[b>>4], hexDigits[b&15]}) }
+
+// IDAfter reports whether call id id was started after last by the same
+// peer, in the serial-number order of spec/PROTOCOL.md §3 (ids wrap after
+// 0xFFFFFFFF): (id - last) mod 2^32 is in 1..2^31-1. last 0 means "none
+// seen", so every id is after it (GOAWAY's call_id, §5.10).
+func IDAfter(id, last uint32) bool {
+	d := id - last
+	return last == 0 || (d >= 1 && d < 1<<31)
+}

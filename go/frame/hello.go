@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 )
@@ -14,6 +15,10 @@ const (
 	DefaultWindow   = 64   // initial credit per stream received
 	DefaultMaxCalls = 4096 // calls accepted in flight as callee
 	MinMaxFrame     = 4096 // the smallest max_frame a peer may declare
+	// HelloLimit is the HELLO body size every peer accepts whatever its
+	// max_frame (spec/PROTOCOL.md §4.1.2): the first frame is read with the
+	// limit max(max_frame, HelloLimit).
+	HelloLimit = 1 << 20
 )
 
 // PeerInfo says who a peer is.
@@ -168,7 +173,7 @@ func ParseHello(body []byte) (*Hello, *Error) {
 		min  uint32
 		dst  *uint32
 	}{{"max_frame", MinMaxFrame, &h.MaxFrame}, {"window", 1, &h.Window}, {"max_calls", 1, &h.MaxCalls}} {
-		if v, ok := top[f.name]; ok {
+		if v, ok := top[f.name]; ok && string(v) != "null" {
 			n, ok := uintField(v, f.min)
 			if !ok {
 				return bad("%s must be an integer from %d to 4294967295, got %s", f.name, f.min, v)
@@ -176,7 +181,7 @@ func ParseHello(body []byte) (*Hello, *Error) {
 			*f.dst = n
 		}
 	}
-	if raw, ok := top["methods"]; ok {
+	if raw, ok := top["methods"]; ok && string(raw) != "null" {
 		var ms []map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &ms); err != nil || ms == nil {
 			return bad("methods must be an array of objects")
@@ -189,7 +194,7 @@ func ParseHello(body []byte) (*Hello, *Error) {
 			h.Methods = append(h.Methods, mi)
 		}
 	}
-	if v, ok := top["token"]; ok {
+	if v, ok := top["token"]; ok && string(v) != "null" {
 		if v[0] != '"' || json.Unmarshal(v, &h.Token) != nil || len(h.Token) == 0 || len(h.Token) > MaxToken {
 			return bad("token must be a string of 1-%d bytes", MaxToken)
 		}
@@ -230,6 +235,12 @@ func parseMethod(m map[string]json.RawMessage) (MethodInfo, *Error) {
 			if d.Decode(f.dst) != nil {
 				return bad("method %q: %s is not JSON", mi.Name, f.name)
 			}
+			// A schema is an object or a boolean; null is absent (§4.1.1).
+			switch (*f.dst).(type) {
+			case nil, map[string]any, bool:
+			default:
+				return bad("method %q: %s must be a JSON Schema (an object or a boolean), got %s", mi.Name, f.name, v)
+			}
 		}
 	}
 	mi.Input, mi.Output = emptySchema(mi.Input), emptySchema(mi.Output)
@@ -241,10 +252,19 @@ func parseMethod(m map[string]json.RawMessage) (MethodInfo, *Error) {
 	return mi, nil
 }
 
-// uintField parses a JSON integer literal in [min, 2^32-1].
+// uintField parses a JSON number in [min, 2^32-1] whose value is an
+// integer, however written: 64, 64.0 and 6.4e1 are all 64 (§4.1.1).
 func uintField(v json.RawMessage, min uint32) (uint32, bool) {
 	n, err := strconv.ParseUint(string(v), 10, 32)
-	if err != nil || uint32(n) < min {
+	if err != nil {
+		// v is valid JSON (the body parsed), so only a number parses here.
+		f, ferr := strconv.ParseFloat(string(v), 64)
+		if ferr != nil || f != math.Trunc(f) || f < 0 || f > math.MaxUint32 {
+			return 0, false
+		}
+		n = uint64(f)
+	}
+	if uint32(n) < min {
 		return 0, false
 	}
 	return uint32(n), true
@@ -275,4 +295,26 @@ func list(vs []uint32) string {
 		b = strconv.AppendUint(b, uint64(v), 10)
 	}
 	return string(append(b, ']'))
+}
+
+// Fit shortens the body to at most HelloLimit bytes, the size every peer
+// accepts (spec/PROTOCOL.md §4.1.2): first the docs go, then the schemas
+// ({}, no errors), which are descriptive; names and kinds always stay. It
+// works on a copy of the method list, which may be the service's own.
+func (h *Hello) Fit() {
+	fits := func() bool { return len(h.JSON()) <= HelloLimit }
+	if fits() {
+		return
+	}
+	h.Methods = slices.Clone(h.Methods)
+	for i := range h.Methods {
+		h.Methods[i].Doc = ""
+	}
+	if fits() {
+		return
+	}
+	for i := range h.Methods {
+		m := &h.Methods[i]
+		m.Input, m.Output, m.Errors = map[string]any{}, map[string]any{}, nil
+	}
 }

@@ -122,7 +122,8 @@ async def run_call(conn: Connection, cmd: dict[str, Any], r: dict[str, Any], sta
                 return
 
     if kind == "unary":
-        out = await conn.call(cmd["method"], value, codec=codec, timeout=timeout)
+        # A raw caller wants the bytes whatever the answer's codec (§6.1).
+        out = await conn.call(cmd["method"], value, codec=codec, timeout=timeout, output=bytes if raw else Any)
         r["output_hex" if raw else "output"] = show(out)
     elif kind == "server_stream":
         async with conn.server_stream(cmd["method"], value, codec=codec, timeout=timeout) as s:

@@ -4,7 +4,7 @@ bytes of a payload and back, through msgspec.
 * ``raw`` (0): ``bytes`` travel as they are, no encoding at all;
 * ``msgpack`` (1): the default; shortest forms, structures as maps keyed
   by field name, byte strings as ``bin``;
-* ``json`` (2): compact UTF-8 JSON.
+* ``json`` (2): compact UTF-8 JSON, byte strings as arrays of numbers.
 
 A type given as the expected type of a payload (a ``msgspec.Struct``,
 ``int``, ``list[str]``, ...) is validated as it is decoded; ``Any`` takes
@@ -13,6 +13,7 @@ whatever the payload holds. Decoders are made once per type and kept.
 
 from __future__ import annotations
 
+import datetime
 import enum
 from dataclasses import dataclass
 from typing import Any, Union
@@ -21,6 +22,7 @@ import msgspec
 
 from .codes import Code
 from .errors import HubwireError
+from .jsonbytes import bytes_from_arrays, has_bytes, json_ready
 
 Buf = Union[bytes, bytearray, memoryview]
 
@@ -72,7 +74,8 @@ def codec_of(name: Codec | str | int | None) -> Codec:
 def encode(value: Any, codec: Codec) -> bytes:
     """Encodes ``value`` with a structured codec (raw values are bytes already)."""
     if codec == Codec.json:
-        return _json_encoder.encode(value)
+        # Byte strings as arrays of numbers (§6), not msgspec's base64.
+        return _json_encoder.encode(json_ready(value))
     return _mp_encoder.encode(value)
 
 
@@ -105,7 +108,45 @@ def decode(data: Buf, codec: Codec | int, t: Any = Any) -> Any:
     and for raw payloads, which have no structure."""
     if codec == Codec.raw:
         raise ValueError("expected structured data (msgpack or json), got raw bytes")
-    return decoder_for(t, Codec(codec)).decode(data)
+    try:
+        if codec == Codec.json and t is not Any and has_bytes(t):
+            # Byte strings arrive as arrays of numbers (§6); msgspec reads only base64.
+            return msgspec.convert(bytes_from_arrays(msgspec.json.decode(data), t), t)
+        v = decoder_for(t, Codec(codec)).decode(data)
+    except RecursionError:
+        # msgspec recurses; a deeply nested payload is a bad payload, not a crash.
+        raise ValueError("the value is nested too deeply") from None
+    if codec == Codec.msgpack:
+        _check_data_model(v)
+    return v
+
+
+#: The deepest nesting of arrays and maps accepted (§6.2 lets a receiver
+#: refuse deeper values), as in the other runtimes.
+MAX_DEPTH = 128
+
+
+def _check_data_model(v: Any) -> None:
+    """Raises ``ValueError`` for what §6.2 refuses in a MessagePack payload
+    and msgspec accepts: map keys that are not strings, ext values (msgspec
+    gives ``Ext`` objects, and ``datetime`` for the timestamp), and nesting
+    deeper than :data:`MAX_DEPTH`. Trailing bytes, 0xc1 and invalid UTF-8
+    msgspec refuses itself. Walks dicts and lists without recursion; typed
+    values (Structs) are not entered, their keys are field names."""
+    todo: list[tuple[Any, int]] = [(v, 1)]
+    while todo:
+        x, depth = todo.pop()
+        if isinstance(x, (dict, list, tuple)) and depth > MAX_DEPTH:
+            raise ValueError(f"the value is nested deeper than {MAX_DEPTH} arrays and maps")
+        if isinstance(x, dict):
+            for k, y in x.items():
+                if type(k) is not str:
+                    raise ValueError(f"a map key must be a string, got {type(k).__name__}")
+                todo.append((y, depth + 1))
+        elif isinstance(x, (list, tuple)):
+            todo.extend((y, depth + 1) for y in x)
+        elif isinstance(x, (msgspec.msgpack.Ext, datetime.datetime)):
+            raise ValueError("MessagePack ext types are not part of the data model")
 
 
 def decode_as(data: Buf, codec: int, t: Any, code: Code, what: str) -> Any:

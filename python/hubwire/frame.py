@@ -316,3 +316,11 @@ def encode(f: Frame) -> bytes:
     if isinstance(f, Ping):
         return header(PING, 0, 0, 0, 8) + f.data
     return header(PONG, 0, 0, 0, 8) + f.data
+
+
+def id_after(call_id: int, last: int) -> bool:
+    """Whether ``call_id`` was started after ``last`` by the same peer, in the
+    serial-number order of ``spec/PROTOCOL.md`` §3 (ids wrap after
+    0xFFFFFFFF): ``(call_id - last) mod 2**32`` is in ``1..2**31 - 1``.
+    ``last`` 0 means "none seen", so every id is after it (GOAWAY, §5.10)."""
+    return last == 0 or 1 <= (call_id - last) % (1 << 32) < (1 << 31)

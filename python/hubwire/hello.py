@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,10 @@ DEFAULT_MAX_CALLS = 4096
 MIN_MAX_FRAME = 4096
 #: The longest ``token`` a HELLO may carry, in bytes (§4.4).
 MAX_TOKEN = 4096
+#: The HELLO body size every peer accepts whatever its ``max_frame``
+#: (PROTOCOL.md §4.1.2): the first frame is read with the limit
+#: ``max(max_frame, HELLO_LIMIT)``.
+HELLO_LIMIT = 1 << 20
 U32_MAX = 0xFFFFFFFF
 KIND_NAMES = ("unary", "server_stream", "client_stream", "bidi")
 
@@ -90,6 +95,13 @@ def _str(o: dict[str, Any], key: str, where: str) -> str:
     return v
 
 
+def _schema(v: Any, method: str, key: str) -> Any:
+    """A method's schema: an object or a boolean; None when absent or null (PROTOCOL.md §4.1.1)."""
+    if v is not None and not isinstance(v, (dict, bool)):
+        raise _bad(f"method {method}: {key} must be a JSON Schema (an object or a boolean), got {json.dumps(v)}")
+    return v
+
+
 def hello_from_value(v: Any) -> Hello:
     """Validates a parsed HELLO object and fills in the defaults."""
     if not isinstance(v, dict):
@@ -123,11 +135,11 @@ def hello_from_value(v: Any) -> Hello:
         doc = m.get("doc")
         if doc is not None and not isinstance(doc, str):
             raise _bad(f"method {name}: doc must be a string")
-        inp = m.get("input")
-        out = m.get("output")
-        methods.append(MethodInfo(name, kind, {} if inp is None else inp, {} if out is None else out, m.get("errors"), doc))
+        inp, out, errs = (_schema(m.get(k), name, k) for k in ("input", "output", "errors"))
+        methods.append(MethodInfo(name, kind, {} if inp is None else inp, {} if out is None else out, errs, doc))
+    # null counts as absent (§4.1.1).
     token = v.get("token")
-    if "token" in v and not (isinstance(token, str) and 1 <= len(token.encode("utf-8")) <= MAX_TOKEN):
+    if token is not None and not (isinstance(token, str) and 1 <= len(token.encode("utf-8")) <= MAX_TOKEN):
         raise _bad(f"token must be a string of 1-{MAX_TOKEN} bytes")
     return Hello(
         versions=[int(x) for x in versions],
@@ -180,6 +192,19 @@ def hello_value(h: Hello) -> dict[str, Any]:
     if h.token is not None:
         value["token"] = h.token
     return value
+
+
+def fit_hello(h: Hello) -> Hello:
+    """``h`` shortened to at most :data:`HELLO_LIMIT` body bytes, the size
+    every peer accepts (PROTOCOL.md §4.1.2): first the docs go, then the
+    schemas (``{}``, no ``errors``), which are descriptive; names and kinds
+    always stay."""
+    if len(encode_hello(h)) <= HELLO_LIMIT:
+        return h
+    no_docs = dataclasses.replace(h, methods=[dataclasses.replace(m, doc=None) for m in h.methods])
+    if len(encode_hello(no_docs)) <= HELLO_LIMIT:
+        return no_docs
+    return dataclasses.replace(h, methods=[MethodInfo(m.name, m.kind, {}, {}) for m in h.methods])
 
 
 def encode_hello(h: Hello) -> bytes:

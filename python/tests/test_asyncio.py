@@ -134,3 +134,17 @@ async def test_bad_bytes_end_that_connection_only() -> None:
         good.close()
     finally:
         server.cancel()
+
+
+async def test_a_hello_over_a_small_max_frame_is_read_up_to_one_mib() -> None:
+    """PROTOCOL.md §4.1.2: the first frame is read with max(max_frame, 1 MiB)."""
+    p = hubwire.Provider("many")
+    for i in range(1000):
+
+        async def echo(x: int) -> int:
+            return x
+
+        p.unary(name=f"method_{i}", doc="padding so that the HELLO grows beyond 64 KiB, " * 2)(echo)
+    async with testing.pair(p, client=ConnectionOptions(max_frame=4096)) as c:
+        assert len(c.peer.methods) == 1000
+        assert await c.call("method_999", 7) == 7

@@ -154,6 +154,8 @@ def test_codec_bin(case: dict[str, Any]) -> None:
     assert encode(data, Codec.msgpack).hex() == case["msgpack_hex"]
     assert decode(bytes.fromhex(case["msgpack_hex"]), Codec.msgpack, bytes) == data
     assert msgspec.msgpack.decode(bytes.fromhex(case["msgpack_hex"])) == data
+    assert encode(data, Codec.json).decode() == case["json"]
+    assert decode(case["json"].encode(), Codec.json, bytes) == data
 
 
 @pytest.mark.parametrize("case", cases("codecs.json", "json_numbers"))

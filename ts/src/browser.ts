@@ -14,7 +14,7 @@ export { ClientStream, BidiStream, type CallOptions } from "./client.js";
 export { method, type MethodDef, type Outcome, type MethodSpec } from "./typed.js";
 export { encode, decode, encodeMsgpack, decodeMsgpack, encodeJson, decodeJson } from "./codec.js";
 export { Codec, type CodecName, Decoder, decodeFrame, encodeFrame, type Frame, type FrameVisitor } from "./frame.js";
-export { negotiate, parseHello, encodeHello, KIND, KINDS, streamsIn, streamsOut, type Hello, type PeerInfo, type MethodInfo, type Kind } from "./hello.js";
+export { negotiate, parseHello, encodeHello, fitHello, HELLO_LIMIT, KIND, KINDS, streamsIn, streamsOut, type Hello, type PeerInfo, type MethodInfo, type Kind } from "./hello.js";
 export type { Transport, TransportSink, Listener, OnTransport } from "./transport/index.js";
 export * as memory from "./transport/memory.js";
 export * as messageport from "./transport/messageport.js";

@@ -5,9 +5,10 @@
  * numbers). A payload is decoded once, where it is used.
  */
 
-import { C1, Packr } from "msgpackr";
+import { Packr } from "msgpackr";
 import { Codec, type CodecName } from "./frame.js";
 import { HubwireError } from "./errors.js";
+import { checkMsgpack } from "./onevalue.js";
 
 const packr = new Packr({
   useRecords: false,
@@ -19,7 +20,6 @@ const packr = new Packr({
 });
 
 const FLOAT64 = 0xcb;
-const NEVER_USED = 0xc1;
 const utf8 = new TextEncoder();
 const utf8Decoder = new TextDecoder();
 
@@ -145,22 +145,11 @@ export function encodeMsgpack(value: unknown): Uint8Array {
   return out.indexOf(FLOAT64) === -1 ? out : widenInts(out);
 }
 
-/** Whether msgpackr's stand-in for the never-used byte 0xc1 is anywhere in `v`. */
-function hasNeverUsed(v: unknown): boolean {
-  if (v === C1) return true;
-  if (typeof v !== "object" || v === null || ArrayBuffer.isView(v)) return false;
-  if (Array.isArray(v)) return v.some(hasNeverUsed);
-  for (const k in v) if (hasNeverUsed((v as Record<string, unknown>)[k])) return true;
-  return false;
-}
-
-/** One MessagePack value; throws on malformed input (including the never-used byte 0xc1). */
+/** One MessagePack value; throws on malformed input and on anything §6.2 refuses (see {@link checkMsgpack}). */
 export function decodeMsgpack(bytes: Uint8Array): unknown {
-  const v = packr.unpack(bytes);
-  // msgpackr returns a marker object for 0xc1 instead of failing. Only a
-  // payload holding that byte can contain one: the common case is one memchr.
-  if (bytes.indexOf(NEVER_USED) !== -1 && hasNeverUsed(v)) throw new Error("0xc1 is not a MessagePack value");
-  return v;
+  // One value of the shared data model, whatever msgpackr would tolerate (§6.2).
+  checkMsgpack(bytes);
+  return packr.unpack(bytes);
 }
 
 function jsonReplacer(_key: string, v: unknown): unknown {

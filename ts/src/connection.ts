@@ -11,7 +11,7 @@
 
 import { HubwireError } from "./errors.js";
 import { VERSION } from "./frame.js";
-import { DEFAULT_MAX_CALLS, DEFAULT_MAX_FRAME, DEFAULT_WINDOW, type Hello } from "./hello.js";
+import { DEFAULT_MAX_CALLS, DEFAULT_MAX_FRAME, DEFAULT_WINDOW, fitHello, type Hello } from "./hello.js";
 import { Core } from "./engine/state.js";
 import { open } from "./engine/handshake.js";
 import type { Service } from "./engine/serve.js";
@@ -58,7 +58,7 @@ function localHello(options: ConnectionOptions, dialer: boolean): Hello {
   };
   // Only a dialer sends a token (§4.4).
   if (dialer && options.token !== undefined) hello.token = options.token;
-  return hello;
+  return fitHello(hello);
 }
 
 /** A live connection to a peer: call its methods, and serve ours to it. */

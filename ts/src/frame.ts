@@ -99,7 +99,7 @@ export class Decoder {
   private lastNameBytes = new Uint8Array(0);
 
   /** A decoder refusing bodies over `maxFrame` bytes. */
-  constructor(readonly maxFrame: number = DEFAULT_MAX_FRAME) {}
+  constructor(public maxFrame: number = DEFAULT_MAX_FRAME) {}
 
   /** The method name at `b[at, at + len)`, reusing the last one's string when the bytes match. */
   private methodName(b: Uint8Array, at: number, len: number): string {
@@ -356,4 +356,15 @@ export function encodeFrame(f: Frame): Uint8Array {
   writeHeader(out, 0, type, flags, codec, id, body.length);
   out.set(body, HEADER_LEN);
   return out;
+}
+
+/**
+ * Whether call id `id` was started after `last` by the same peer, in the
+ * serial-number order of `spec/PROTOCOL.md` §3 (ids wrap after
+ * 0xFFFFFFFF): `(id - last) mod 2^32` is in `1..2^31`. `last` 0 means
+ * "none seen", so every id is after it (GOAWAY's `call_id`, §5.10).
+ */
+export function idAfter(id: number, last: number): boolean {
+  const d = (id - last) >>> 0;
+  return last === 0 || (d >= 1 && d < 0x8000_0000);
 }

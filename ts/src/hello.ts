@@ -15,6 +15,12 @@ export const DEFAULT_MAX_CALLS = 4096;
 export const MIN_MAX_FRAME = 4096;
 /** The longest `token` a HELLO may carry, in bytes (§4.4). */
 export const MAX_TOKEN = 4096;
+/**
+ * The HELLO body size every peer accepts whatever its `max_frame`
+ * (PROTOCOL.md §4.1.2): the first frame is read with the limit
+ * `max(max_frame, HELLO_LIMIT)`.
+ */
+export const HELLO_LIMIT = 1 << 20;
 const U32_MAX = 0xffffffff;
 
 /** The four call kinds' names, by their wire value (REQUEST flags bits 0–1). */
@@ -81,7 +87,8 @@ function isObject(v: unknown): v is Record<string, unknown> {
 }
 
 function u32(v: unknown, field: string, min: number, dflt: number): number {
-  if (v === undefined) return dflt;
+  // null is absent (PROTOCOL.md §4.1.1); JSON.parse already reads 64.0 as 64.
+  if (v === undefined || v === null) return dflt;
   if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > U32_MAX) {
     throw bad(`${field} must be an integer in ${min}..${U32_MAX}, got ${JSON.stringify(v)}`);
   }
@@ -91,6 +98,15 @@ function u32(v: unknown, field: string, min: number, dflt: number): number {
 function str(o: Record<string, unknown>, field: string, where: string): string {
   const v = o[field];
   if (typeof v !== "string") throw bad(`${where}.${field} must be a string`);
+  return v;
+}
+
+/** A method's schema: an object or a boolean; `undefined` when absent or null (PROTOCOL.md §4.1.1). */
+function schema(v: unknown, method: string, field: string): unknown {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== "boolean" && !isObject(v)) {
+    throw bad(`method ${method}: ${field} must be a JSON Schema (an object or a boolean), got ${JSON.stringify(v)}`);
+  }
   return v;
 }
 
@@ -117,8 +133,9 @@ export function helloFromValue(v: unknown): Hello {
     if (typeof kind !== "string" || !(KINDS as readonly string[]).includes(kind)) {
       throw bad(`method ${name}: unknown kind ${JSON.stringify(kind)}`);
     }
-    const info: MethodInfo = { name, kind: kind as Kind, input: m.input ?? {}, output: m.output ?? {} };
-    if (m.errors !== undefined && m.errors !== null) info.errors = m.errors;
+    const info: MethodInfo = { name, kind: kind as Kind, input: schema(m.input, name, "input") ?? {}, output: schema(m.output, name, "output") ?? {} };
+    const errors = schema(m.errors, name, "errors");
+    if (errors !== undefined) info.errors = errors;
     if (m.doc !== undefined && m.doc !== null) {
       if (typeof m.doc !== "string") throw bad(`method ${name}: doc must be a string`);
       info.doc = m.doc;
@@ -133,7 +150,8 @@ export function helloFromValue(v: unknown): Hello {
     max_calls: u32(v.max_calls, "max_calls", 1, DEFAULT_MAX_CALLS),
     methods,
   };
-  if (v.token !== undefined) {
+  // null is absent, as for every optional field (§4.1.1).
+  if (v.token !== undefined && v.token !== null) {
     const len = typeof v.token === "string" ? utf8.encode(v.token).length : -1;
     if (len < 1 || len > MAX_TOKEN) throw bad(`token must be a string of 1-${MAX_TOKEN} bytes`);
     hello.token = v.token as string;
@@ -151,6 +169,19 @@ export function tokenMatches(got: string, want: string): boolean {
   let diff = a.length ^ b.length;
   for (let i = 0; i < Math.max(a.length, b.length); i++) diff |= (a[i] ?? 0) ^ (b[i] ?? 0);
   return diff === 0;
+}
+
+/**
+ * `h` shortened to at most {@link HELLO_LIMIT} body bytes, the size every
+ * peer accepts (PROTOCOL.md §4.1.2): first the docs go, then the schemas
+ * (`{}`, no `errors`), which are descriptive; names and kinds always stay.
+ */
+export function fitHello(h: Hello): Hello {
+  const fits = (x: Hello) => encodeHello(x).length <= HELLO_LIMIT;
+  if (fits(h)) return h;
+  const noDocs: Hello = { ...h, methods: h.methods.map(({ doc: _, ...m }) => m) };
+  if (fits(noDocs)) return noDocs;
+  return { ...h, methods: h.methods.map((m) => ({ name: m.name, kind: m.kind, input: {}, output: {} })) };
 }
 
 /** Parses and validates a HELLO body (UTF-8 JSON bytes). */

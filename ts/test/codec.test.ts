@@ -9,7 +9,7 @@
 
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { decodeMsgpack, encodeMsgpack } from "hubwire";
+import { decodeMsgpack, encodeHello, encodeMsgpack, fitHello, HELLO_LIMIT, type Hello } from "hubwire";
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
 
@@ -98,7 +98,11 @@ describe("msgpack: integers past 32 bits", () => {
       "a46c697374" + "94" + int64Hex(-(2 ** 40)) + int64Hex(2 ** 40) + "a178" + "91" + int64Hex(2 ** 33) +
       "a47768656e" + "d6ff00000000";
     assert.equal(hex(bytes), want);
-    assert.deepEqual(decodeMsgpack(bytes), value);
+    // The timestamp ext is not part of the data model (PROTOCOL.md §6.2):
+    // the decoder refuses what msgpackr writes for a Date.
+    assert.throws(() => decodeMsgpack(bytes), /ext types/);
+    const { when: _, ...rest } = value;
+    assert.deepEqual(decodeMsgpack(encodeMsgpack(rest)), rest);
   });
 
   it("a round trip of many values through the decoder", () => {
@@ -109,5 +113,71 @@ describe("msgpack: integers past 32 bits", () => {
       const value = { i, wide, list: [wide, rnd(), `s${i}`, { t: 1.7e12 + i }], bin: Buffer.from([0xcb, i & 0xff]) };
       assert.deepEqual(decodeMsgpack(encodeMsgpack(value)), value);
     }
+  });
+});
+
+describe("msgpack: one value of the data model (PROTOCOL.md §6.2)", () => {
+  const bytesOf = (h: string) => Uint8Array.from(h.match(/../g) ?? [], (x) => parseInt(x, 16));
+
+  it("accepts every type of the data model, float32 included", () => {
+    for (const h of ["c0", "01", "ca3fc00000", "cb3ff8000000000000", "a161", "c40100", "92c3c2", "81a16101", "82a16180a162910a", "de0001a16101", "dc000101"]) {
+      assert.doesNotThrow(() => decodeMsgpack(bytesOf(h)), h);
+    }
+    assert.equal(decodeMsgpack(bytesOf("ca3fc00000")), 1.5);
+  });
+
+  it("refuses trailing bytes, cut values, ext types, non-string keys, 0xc1 and bad UTF-8", () => {
+    const cases: [string, RegExp][] = [
+      ["0102", /trailing/],
+      ["80c0", /trailing/],
+      ["92c0", /ends inside/],
+      ["cd01", /ends inside/],
+      ["ddffffffff", /ends inside/],
+      ["810102", /map key/],
+      ["81c4016101", /map key/],
+      ["9181c001", /map key/],
+      ["d40100", /ext/],
+      ["c7020501ff", /ext/],
+      ["d6ff00000000", /ext/],
+      ["c1", /0xc1/],
+      ["a2c328", /./],
+    ];
+    for (const [h, why] of cases) assert.throws(() => decodeMsgpack(bytesOf(h)), why, h);
+  });
+
+  it("nesting up to 128 arrays and maps", () => {
+    const nested = (n: number) => bytesOf("91".repeat(n) + "c0");
+    assert.doesNotThrow(() => decodeMsgpack(nested(128)));
+    assert.throws(() => decodeMsgpack(nested(129)), /nested deeper/);
+  });
+});
+
+describe("HELLO size (PROTOCOL.md §4.1.2)", () => {
+  const hello = (n: number, schemaPad: number, docPad: number): Hello => ({
+    versions: [1],
+    peer: { name: "many", lang: "ts", version: "0" },
+    max_frame: 16777216,
+    window: 64,
+    max_calls: 4096,
+    methods: Array.from({ length: n }, (_, i) => ({
+      name: `m${i}`,
+      kind: "unary" as const,
+      input: { description: "x".repeat(schemaPad) },
+      output: {},
+      errors: true,
+      doc: "d".repeat(docPad),
+    })),
+  });
+
+  it("a HELLO that fits is unchanged; docs go first, then schemas", () => {
+    const small = hello(10, 100, 100);
+    assert.equal(fitHello(small), small);
+    const docs = fitHello(hello(3000, 30, 300));
+    assert.ok(encodeHello(docs).length <= HELLO_LIMIT);
+    assert.equal(docs.methods[0].doc, undefined);
+    assert.equal(docs.methods[0].errors, true);
+    const schemas = fitHello(hello(3000, 300, 10));
+    assert.ok(encodeHello(schemas).length <= HELLO_LIMIT);
+    assert.deepEqual(schemas.methods[2999], { name: "m2999", kind: "unary", input: {}, output: {} });
   });
 });

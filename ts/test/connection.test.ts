@@ -148,6 +148,41 @@ describe("handshake", () => {
     await assert.rejects(served, (e: HubwireError) => e.code === "protocol_error");
   });
 
+  it("reads a HELLO over a small max_frame up to 1 MiB, then applies max_frame (§4.1.2)", async () => {
+    const methods = Array.from({ length: 1000 }, (_, i) => ({
+      name: `method_${i}`,
+      kind: "unary" as const,
+      input: { type: "object", description: "padding so that the HELLO grows" },
+      output: {},
+    }));
+    const [a, b] = memory.pair();
+    const served = echoProvider().serveTransport(b, { maxFrame: 4096 });
+    const peer = new RawPeer(a);
+    const big = encodeFrame({ type: "hello", body: { ...HELLO, methods } });
+    assert.ok(big.length > 64 * 1024 && big.length <= 1 << 20, `${big.length} bytes`);
+    peer.send(big);
+    assert.equal((await peer.next())?.type, "hello");
+    peer.send({ type: "ping", data: new Uint8Array(8).fill(7) });
+    assert.equal((await peer.next())?.type, "pong");
+    peer.send(encodeFrame({ type: "item", call_id: 1, codec: "raw", payload: new Uint8Array(5000) }).subarray(0, 12));
+    const g = await peer.next();
+    assert.ok(g?.type === "goaway" && g.code === "too_large", JSON.stringify(g));
+    await served;
+  });
+
+  it("refuses a first frame over 1 MiB with too_large", async () => {
+    const [a, b] = memory.pair();
+    const served = echoProvider().serveTransport(b, { maxFrame: 4096 });
+    const peer = new RawPeer(a);
+    const header = encodeFrame({ type: "hello", body: HELLO }).slice(0, 12);
+    new DataView(header.buffer).setUint32(0, (1 << 20) + 1, true);
+    peer.send(header);
+    assert.equal((await peer.next())?.type, "hello");
+    const g = await peer.next();
+    assert.ok(g?.type === "goaway" && g.code === "too_large", JSON.stringify(g));
+    await assert.rejects(served, (e: HubwireError) => e.code === "too_large");
+  });
+
   it("fails on no common version, naming both lists", async () => {
     const [a, b] = memory.pair();
     const peer = new RawPeer(b);

@@ -124,6 +124,9 @@ describe("vectors: codecs.json", () => {
     it(c.name, () => {
       assert.equal(hex(encodeMsgpack(unhex(c.bytes_hex))), c.msgpack_hex);
       assert.equal(hex(decodeMsgpack(unhex(c.msgpack_hex)) as Uint8Array), c.bytes_hex);
+      assert.equal(new TextDecoder().decode(encodeJson(unhex(c.bytes_hex))), c.json);
+      // Untyped JSON has no byte strings: the array of numbers holds the bytes.
+      assert.equal(hex(Uint8Array.from(decodeJson(new TextEncoder().encode(c.json)) as number[])), c.bytes_hex);
     });
   }
   for (const c of file.json_numbers) {

@@ -119,7 +119,7 @@ type callTable struct {
 	closed       *Error // set once, when the connection dies
 	peerDraining bool   // the peer sent GOAWAY ok: start no new calls
 	draining     bool   // we sent GOAWAY ok: accept no new calls
-	lastPeerID   uint32 // the highest id the peer started that we saw
+	lastPeerID   uint32 // the id of the peer's last REQUEST: the highest in §3's order (GOAWAY's call_id)
 	pings        map[uint64]chan struct{}
 	pingSeq      uint64
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -68,7 +69,7 @@ func newSendCredit(window uint32) *sendCredit {
 // add grants n more items.
 func (s *sendCredit) add(n uint32) {
 	s.mu.Lock()
-	s.n += uint64(n)
+	s.n = min(s.n+uint64(n), math.MaxUint32) // saturates at 2^32 - 1 (§8)
 	close(s.wake)
 	s.wake = make(chan struct{})
 	s.mu.Unlock()

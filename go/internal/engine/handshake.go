@@ -37,7 +37,9 @@ func Open(t transport.Transport, o Options, dialer bool) (*Core, error) {
 			return nil, err
 		}
 	}
-	dec := frame.NewDecoder(o.MaxFrame)
+	// The HELLO may be larger than our max_frame: the peer cannot know our
+	// limit before sending it (§4.1.2).
+	dec := frame.NewDecoder(max(o.MaxFrame, frame.HelloLimit))
 	rb := &readBuf{}
 	f, ferr := readHello(t, dec, rb, o.HandshakeTimeout)
 	refuse := func(e *frame.Error) (*Core, error) {
@@ -78,6 +80,7 @@ func Open(t transport.Transport, o Options, dialer bool) (*Core, error) {
 		return refuse(ferr)
 	}
 	dec.SetVersion(uint8(version))
+	dec.SetMaxFrame(o.MaxFrame)
 	c := &Core{
 		t: t, writer: w, service: o.Service, local: local, peer: f.Hello, dialer: dialer, wait: o.Wait,
 		calls: newCallTable(dialer), idle: make(chan struct{}), dead: make(chan struct{}),

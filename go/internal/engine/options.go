@@ -95,5 +95,6 @@ func (o *Options) hello(dialer bool) *frame.Hello {
 	if o.Service != nil {
 		h.Methods = o.Service.Methods()
 	}
+	h.Fit()
 	return h
 }

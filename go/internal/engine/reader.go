@@ -256,7 +256,7 @@ func (c *Core) onGoaway(f *frame.Frame) {
 	c.mu.Lock()
 	c.calls.peerDraining = true
 	for id, call := range c.calls.out {
-		if id > f.CallID {
+		if frame.IDAfter(id, f.CallID) {
 			unseen = append(unseen, call)
 			delete(c.calls.out, id)
 		}

@@ -108,7 +108,7 @@ func (c *Core) onRequest(f *frame.Frame, last bool) (inlined, handedOff bool, fe
 		c.mu.Unlock()
 		return false, false, &frame.Error{Code: frame.ProtocolError, Message: fmt.Sprintf("REQUEST for call id %d, which is already live", id)}
 	}
-	c.calls.lastPeerID = max(c.calls.lastPeerID, id)
+	c.calls.lastPeerID = id // the latest, not the numerically largest: ids wrap (§5.10)
 	var refusal *Error
 	switch {
 	case c.calls.draining:

@@ -78,7 +78,7 @@ class CreditGate:
         """CREDIT arrived."""
         if self.error is not None:
             return
-        self.credit += n
+        self.credit = min(self.credit + n, 0xFFFF_FFFF)  # saturates at 2^32 - 1 (§8)
         self._wake()
 
     def _wake(self) -> None:

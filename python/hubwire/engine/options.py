@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..frame import VERSION
-from ..hello import DEFAULT_MAX_CALLS, DEFAULT_MAX_FRAME, DEFAULT_WINDOW, Hello, PeerInfo
+from ..hello import DEFAULT_MAX_CALLS, DEFAULT_MAX_FRAME, DEFAULT_WINDOW, Hello, PeerInfo, fit_hello
 
 if TYPE_CHECKING:
     from .serve import Service
@@ -39,7 +39,7 @@ class ConnectionOptions:
 
     def hello(self, dialer: bool) -> Hello:
         """Our HELLO. The service's methods are asked for once, here."""
-        return Hello(
+        return fit_hello(Hello(
             versions=[VERSION],
             peer=PeerInfo(self.name, "python", SDK_VERSION),
             max_frame=self.max_frame,
@@ -48,4 +48,4 @@ class ConnectionOptions:
             methods=self.service.methods() if self.service is not None else [],
             # Only a dialer sends a token (§4.4).
             token=self.token if dialer else None,
-        )
+        ))

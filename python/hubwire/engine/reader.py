@@ -40,7 +40,7 @@ from ..frame import (
     request_fields,
     status_fields,
 )
-from ..hello import negotiate, token_matches
+from ..hello import HELLO_LIMIT, negotiate, token_matches
 from . import serve
 
 if TYPE_CHECKING:
@@ -61,7 +61,9 @@ class Reader:
 
     def __init__(self, core: Core) -> None:
         self.core = core
-        self.decoder = Decoder(core.local.max_frame)
+        # The HELLO may be larger than our max_frame: the peer cannot know our
+        # limit before sending it (§4.1.2). Lowered once the HELLO is read.
+        self.decoder = Decoder(max(core.local.max_frame, HELLO_LIMIT))
         self.buf = bytearray(CHUNK)
         self.mv = memoryview(self.buf)
         self.start = 0
@@ -185,6 +187,7 @@ class Reader:
                         opened, version = True, decoder.version
                 else:
                     self._first(frame)
+                    decoder.max_frame = max_frame = core.local.max_frame
                     opened, version = core.handshake.done(), decoder.version
                 if core.error is not None:
                     return

@@ -129,8 +129,7 @@ def on_request(core: Core, call_id: int, kind: int, codec: int, timeout_ms: int,
         raise HubwireError(Code.protocol_error, f"REQUEST with call id {call_id} of the receiver's parity")
     if call_id in core.served:
         raise HubwireError(Code.protocol_error, f"REQUEST for call id {call_id}, which is already live")
-    if call_id > core.last_peer_id:
-        core.last_peer_id = call_id
+    core.last_peer_id = call_id  # the latest, not the numerically largest: ids wrap (§5.10)
     service = core.service
     if service is None:
         core.send_response(call_id, Code.unknown_method, f"unknown method {method!r}: this side offers no methods", 0, None)

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..codes import Code
 from ..errors import HubwireError
-from ..frame import CANCEL, CREDIT, END, GOAWAY, HELLO, ITEM, PING, RESPONSE, header, message_bytes, request_head, status_head
+from ..frame import CANCEL, CREDIT, END, GOAWAY, HELLO, ITEM, PING, RESPONSE, header, id_after, message_bytes, request_head, status_head
 from ..hello import Hello, encode_hello
 from ..transport import Transport
 from .calls import CallQueue, OutCall, Served
@@ -195,10 +195,10 @@ class Core:
     # ---- The connection's life -------------------------------------------
 
     def peer_drains(self, last_id: int) -> None:
-        """The peer sent GOAWAY ok: calls it never saw (ids above
-        ``last_id``) fail now, safe to retry; the others go on."""
+        """The peer sent GOAWAY ok: calls it never saw (ids after
+        ``last_id`` in §3's order) fail now, safe to retry; the others go on."""
         self.peer_draining = True
-        for call in [c for c in self.out.values() if c.id > last_id]:
+        for call in [c for c in self.out.values() if id_after(c.id, last_id)]:
             self.release(call)
             call.fail(HubwireError(Code.unavailable, "peer is draining (GOAWAY) and never saw this call; safe to retry"))
         for call in self.queue.drain():

@@ -311,6 +311,14 @@ impl Frame {
     }
 }
 
+/// Whether call id `id` was started after `last` by the same peer, in the
+/// serial-number order of `spec/PROTOCOL.md` §3 (ids wrap after
+/// `0xFFFFFFFF`): `(id - last) mod 2^32` is in `1..2^31`. `last` 0 means
+/// "none seen", so every id is after it (GOAWAY's `call_id`, §5.10).
+pub fn id_after(id: u32, last: u32) -> bool {
+    last == 0 || (1..1 << 31).contains(&id.wrapping_sub(last))
+}
+
 /// Body length of a REQUEST carrying `method` and `payload_len` bytes.
 pub fn request_body_len(method: &str, payload_len: usize) -> usize {
     5 + method.len() + payload_len

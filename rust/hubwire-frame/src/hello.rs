@@ -13,6 +13,10 @@ pub const DEFAULT_WINDOW: u32 = 64;
 pub const DEFAULT_MAX_CALLS: u32 = 4096;
 /// The smallest `max_frame` a peer may declare.
 pub const MIN_MAX_FRAME: u32 = 4096;
+/// The HELLO body size every peer accepts whatever its `max_frame`
+/// (`spec/PROTOCOL.md` §4.1.2): a receiver reads its first frame with the
+/// limit `max(max_frame, HELLO_LIMIT)`, and a sender keeps its HELLO within it.
+pub const HELLO_LIMIT: u32 = 1 << 20;
 
 /// Who a peer is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -133,9 +137,14 @@ impl Hello {
         serde_json::to_vec(self).expect("a Hello always serializes")
     }
 
-    /// Parses and validates a HELLO body.
+    /// Parses and validates a HELLO body. It is read as a JSON value first,
+    /// so that a duplicate key keeps its last value (as in every other
+    /// language's parser), then normalized by the rules of §4.1.1.
     pub fn from_json(body: &[u8]) -> Result<Hello, FrameError> {
-        let hello: Hello = serde_json::from_slice(body).map_err(|e| FrameError::protocol(format!("invalid HELLO body: {e}")))?;
+        let bad = |e: String| FrameError::protocol(format!("invalid HELLO body: {e}"));
+        let mut v: Value = serde_json::from_slice(body).map_err(|e| bad(e.to_string()))?;
+        normalize(&mut v).map_err(bad)?;
+        let hello: Hello = serde_json::from_value(v).map_err(|e| bad(e.to_string()))?;
         hello.validate()?;
         Ok(hello)
     }
@@ -167,9 +176,70 @@ impl Hello {
         Ok(())
     }
 
+    /// Shortens the body to at most [`HELLO_LIMIT`] bytes, the size every
+    /// peer accepts (`spec/PROTOCOL.md` §4.1.2): first the docs go, then
+    /// the schemas (`{}`, no `errors`), which are descriptive; names and
+    /// kinds, which calls need, always stay.
+    pub fn fit(&mut self) {
+        let fits = |h: &Hello| h.to_json().len() <= HELLO_LIMIT as usize;
+        if fits(self) {
+            return;
+        }
+        self.methods.iter_mut().for_each(|m| m.doc = None);
+        if fits(self) {
+            return;
+        }
+        for m in &mut self.methods {
+            (m.input, m.output, m.errors) = (empty_schema(), empty_schema(), None);
+        }
+    }
+
     /// The method called `name`, if offered.
     pub fn method(&self, name: &str) -> Option<&MethodInfo> {
         self.methods.iter().find(|m| m.name == name)
+    }
+}
+
+/// Applies §4.1.1 to a parsed body before it is typed: `null` in an
+/// optional field is removed (its default applies), integers written as
+/// `64.0` become `64`, and a schema must be an object or a boolean. Shapes
+/// this does not recognize are left for the typed parse to refuse.
+fn normalize(v: &mut Value) -> Result<(), String> {
+    let Some(top) = v.as_object_mut() else { return Ok(()) };
+    drop_nulls(top, &["max_frame", "window", "max_calls", "methods"]);
+    for k in ["max_frame", "window", "max_calls"] {
+        top.get_mut(k).map(integral);
+    }
+    if let Some(Value::Array(vs)) = top.get_mut("versions") {
+        vs.iter_mut().for_each(integral);
+    }
+    let Some(Value::Array(methods)) = top.get_mut("methods") else { return Ok(()) };
+    for m in methods.iter_mut().filter_map(Value::as_object_mut) {
+        drop_nulls(m, &["input", "output", "errors", "doc"]);
+        for k in ["input", "output", "errors"] {
+            match m.get(k) {
+                None | Some(Value::Object(_)) | Some(Value::Bool(_)) => {}
+                Some(other) => return Err(format!("a method's {k} must be a JSON Schema (an object or a boolean), got {other}")),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Removes the keys among `keys` whose value is `null`.
+fn drop_nulls(o: &mut serde_json::Map<String, Value>, keys: &[&str]) {
+    for k in keys {
+        if o.get(*k).is_some_and(Value::is_null) {
+            o.remove(*k);
+        }
+    }
+}
+
+/// A float with no fractional part, within u64, becomes that integer; the
+/// typed parse then checks the field's range.
+fn integral(x: &mut Value) {
+    if let Some(f) = x.as_f64().filter(|f| x.is_f64() && f.fract() == 0.0 && (0.0..=u64::MAX as f64).contains(f)) {
+        *x = Value::from(f as u64);
     }
 }
 

@@ -21,5 +21,5 @@ pub mod hello;
 pub use codes::Code;
 pub use decode::Decoder;
 pub use error::FrameError;
-pub use frame::{Codec, Frame, FrameType, Kind, DEFAULT_MAX_FRAME, HEADER_LEN, VERSION};
-pub use hello::{negotiate, Hello, MethodInfo, PeerInfo, Token};
+pub use frame::{id_after, Codec, Frame, FrameType, Kind, DEFAULT_MAX_FRAME, HEADER_LEN, VERSION};
+pub use hello::{negotiate, Hello, MethodInfo, PeerInfo, Token, HELLO_LIMIT};

@@ -476,6 +476,15 @@ fn check_bin_case(case: &Value) -> Result<(), String> {
     if decoded.as_slice() != &bytes[..] {
         return Err(format!("msgpack decodes to {}", hex::encode(decoded.as_slice())));
     }
+    let json_text = case["json"].as_str().ok_or("json missing")?;
+    let text = serde_json::to_string(&serde_bytes::ByteBuf::from(bytes.clone())).map_err(|e| e.to_string())?;
+    if text != json_text {
+        return Err(format!("json encode gave {text}, want {json_text}"));
+    }
+    let parsed: serde_bytes::ByteBuf = serde_json::from_str(json_text).map_err(|e| format!("json decode: {e}"))?;
+    if parsed.as_slice() != &bytes[..] {
+        return Err(format!("json decodes to {}", hex::encode(parsed.as_slice())));
+    }
     Ok(())
 }
 

@@ -187,3 +187,52 @@ async fn a_client_refused_at_handshake_gets_the_code() {
     assert!(err.message().contains("no common protocol version"), "{err}");
     server.join().unwrap();
 }
+
+/// A HELLO of `methods` methods, each with a schema, for a body of roughly
+/// `methods * 110` bytes.
+fn hello_with_methods(methods: usize) -> Bytes {
+    let mut h = Hello::new(PeerInfo { name: "big-hello".into(), lang: "test".into(), version: "0".into() });
+    h.methods = (0..methods)
+        .map(|i| hubwire_frame::MethodInfo {
+            name: format!("method_{i}"),
+            kind: hubwire_frame::Kind::Unary,
+            input: serde_json::json!({"type": "object", "description": "padding so that the HELLO grows"}),
+            output: serde_json::json!({}),
+            errors: None,
+            doc: None,
+        })
+        .collect();
+    Frame::Hello(Box::new(h)).to_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hello_may_exceed_a_small_max_frame_up_to_one_mib() {
+    // spec/PROTOCOL.md §4.1.2: the first frame is read with the limit
+    // max(max_frame, 1 MiB); after it, max_frame alone applies.
+    let dir = TempDir::new("hello-size");
+    let path = start_provider(&dir.0, hubwire_frame::hello::MIN_MAX_FRAME).await;
+    let big = hello_with_methods(1000);
+    assert!(big.len() > 64 * 1024 && big.len() <= hubwire_frame::HELLO_LIMIT as usize, "{} bytes", big.len());
+
+    // Accepted: the provider answers a PING after it.
+    let ping = Frame::Ping { data: [7; 8] }.to_bytes();
+    let (p, hello) = (path.clone(), big.clone());
+    let reply = tokio::task::spawn_blocking(move || raw_exchange(&p, &hello, true, &ping, true)).await.unwrap();
+    assert!(reply.frames.iter().any(|f| matches!(f, Frame::Pong { data } if *data == [7; 8])), "no PONG: {:?}", goaway_code(&reply));
+    assert_eq!(goaway_code(&reply), None);
+
+    // Once the HELLO is read, a frame over max_frame is too_large.
+    let mut item =
+        Vec::from(&Frame::Item { call_id: 1, codec: hubwire_frame::Codec::Raw, payload: Bytes::from(vec![0u8; 5000]) }.to_bytes()[..]);
+    item.truncate(12); // the header alone proves it
+    let (p, hello) = (path.clone(), big);
+    let reply = tokio::task::spawn_blocking(move || raw_exchange(&p, &hello, true, &item, false)).await.unwrap();
+    assert!(matches!(goaway_code(&reply), Some((Code::TooLarge, _))), "{:?}", goaway_code(&reply));
+
+    // A first frame over 1 MiB is too_large, before its body arrives.
+    let mut header = Vec::from(&hello_bytes(vec![1])[..12]);
+    header[..4].copy_from_slice(&(hubwire_frame::HELLO_LIMIT + 1).to_le_bytes());
+    let p = path.clone();
+    let reply = tokio::task::spawn_blocking(move || raw_exchange(&p, &header, false, &[], false)).await.unwrap();
+    assert!(matches!(goaway_code(&reply), Some((Code::TooLarge, _))), "{:?}", goaway_code(&reply));
+}

@@ -8,6 +8,8 @@ use serde_json::{json, Value};
 
 pub use hubwire_frame::Codec;
 
+use crate::one_value::check_msgpack;
+
 /// A payload as it crosses the wire: its codec and its bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Payload {
@@ -120,7 +122,11 @@ impl<T: Serialize + DeserializeOwned + Send + 'static> Message for T {
 
     fn decode(payload: Payload) -> Result<Self, String> {
         match payload.codec {
-            Codec::Msgpack => rmp_serde::from_slice(&payload.bytes).map_err(|e| format!("msgpack: {e}")),
+            Codec::Msgpack => {
+                // One value of the shared data model, whatever `T` would tolerate (§6.2).
+                check_msgpack(&payload.bytes).map_err(|e| format!("msgpack: {e}"))?;
+                rmp_serde::from_slice(&payload.bytes).map_err(|e| format!("msgpack: {e}"))
+            }
             Codec::Json => serde_json::from_slice(&payload.bytes).map_err(|e| format!("json: {e}")),
             Codec::Raw => Err("expected structured input (msgpack or json), got raw bytes".into()),
         }

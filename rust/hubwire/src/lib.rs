@@ -22,6 +22,7 @@
 //! | `engine` | engine | the protocol: handshake, reader, writer, call table, credit, the serving seam ([`Service`], [`Incoming`]), [`ConnectionOptions`], [`wait`] modes |
 //! | `context` | base | [`CallContext`]: what a handler knows about its call |
 //! | [`codec`] | base | [`Raw`] bytes, MessagePack and JSON payloads |
+//! | `one_value` | base | what counts as one MessagePack value, checked before any decoder |
 //! | [`errors`] | base | [`Error`] and the status [`Code`] table |
 //! | [`transport`] | transports | memory, child process, Unix socket, TCP |
 //!
@@ -45,6 +46,7 @@ mod connection;
 mod context;
 mod engine;
 pub mod errors;
+mod one_value;
 mod provider;
 pub mod relay;
 mod stream;

@@ -38,7 +38,8 @@ export class CreditGate {
 
   /** The receiver granted `n` more: wakes that many waiters, keeps the rest. */
   add(n: number): void {
-    this.credit += n;
+    // Saturates at 2^32 - 1 (§8): endless grants never lose precision.
+    this.credit = Math.min(this.credit + n, 0xffff_ffff);
     while (this.credit > 0 && this.waiters.length > 0) {
       this.credit--;
       this.waiters.shift()!.resolve();

@@ -13,6 +13,7 @@ import { CODES, codeName } from "../codes.js";
 import { HubwireError } from "../errors.js";
 import { Decoder, FrameType, HEADER_LEN, type FrameVisitor } from "../frame.js";
 import { concat } from "../bytes.js";
+import { HELLO_LIMIT } from "../hello.js";
 import type { TransportSink } from "../transport/index.js";
 import { endWith, serveRequest, stopServed, type Service } from "./serve.js";
 import type { Core } from "./state.js";
@@ -28,7 +29,9 @@ export class FrameReader implements TransportSink {
   private need = 0;
 
   constructor(private readonly core: Core) {
-    this.decoder = new Decoder(core.local.max_frame);
+    // The HELLO may be larger than our max_frame: the peer cannot know our
+    // limit before sending it (§4.1.2). The handshake lowers it after.
+    this.decoder = new Decoder(Math.max(core.local.max_frame, HELLO_LIMIT));
   }
 
   /** Bytes from the transport. */

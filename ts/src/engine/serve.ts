@@ -106,7 +106,7 @@ export function serveRequest(
   if (core.ours(id)) throw new HubwireError("protocol_error", `REQUEST with call id ${id} of the receiver's parity`);
   if (service === undefined) return refuse(core, id, CODES.unknown_method, `unknown method ${JSON.stringify(method)}; offered: []`);
   if (core.served.has(id)) throw new HubwireError("protocol_error", `REQUEST for call id ${id}, which is already live`);
-  if (id > core.lastPeerId) core.lastPeerId = id;
+  core.lastPeerId = id; // the latest, not the numerically largest: ids wrap (§5.10)
   if (core.draining) return refuse(core, id, CODES.unavailable, "provider is draining (GOAWAY); retry elsewhere");
   if (core.served.size >= core.local.max_calls) {
     return refuse(core, id, CODES.resource_exhausted, `too many calls in flight: the limit (max_calls) is ${core.local.max_calls}`);

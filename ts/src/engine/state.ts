@@ -12,7 +12,7 @@
  */
 
 import { HubwireError } from "../errors.js";
-import { FrameType } from "../frame.js";
+import { FrameType, idAfter } from "../frame.js";
 import type { Hello } from "../hello.js";
 import type { Transport } from "../transport/index.js";
 import { CallIds, CallQueue, onDeadline, type CallHost, type OutCall, type ServedCall } from "./calls.js";
@@ -139,11 +139,11 @@ export class Core implements CallHost {
     if (this.error === null) this.writer.credit(id, n);
   }
 
-  /** The peer sent GOAWAY `ok`: the calls it never saw (ids above `lastId`) fail now, safe to retry. */
+  /** The peer sent GOAWAY `ok`: the calls it never saw (ids after `lastId`, §3's order) fail now, safe to retry. */
   peerDrains(lastId: number): void {
     this.peerDraining = true;
     for (const call of [...this.out.values()]) {
-      if (call.id > lastId) {
+      if (idAfter(call.id, lastId)) {
         this.release(call);
         call.fail(new HubwireError("unavailable", "peer is draining (GOAWAY) and never saw this call; safe to retry"));
       }

@@ -108,7 +108,8 @@ pub(crate) struct CallTable {
     pub(crate) peer_draining: bool,
     /// We sent GOAWAY ok: accept no new calls.
     pub(crate) draining: bool,
-    /// The highest call id the peer started that we saw.
+    /// The call id of the last REQUEST the peer sent us: the highest in the
+    /// order of §3, which survives the wrap (GOAWAY's `call_id`).
     pub(crate) last_peer_id: u32,
     pub(crate) pings: HashMap<u64, oneshot::Sender<()>>,
     pub(crate) ping_seq: u64,

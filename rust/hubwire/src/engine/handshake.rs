@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use hubwire_frame::{negotiate, Code, Decoder, Frame, FrameError, Hello, Token};
+use hubwire_frame::{negotiate, Code, Decoder, Frame, FrameError, Hello, Token, HELLO_LIMIT};
 
 use super::options::ConnectionOptions;
 use super::reader::{self, READ_CHUNK};
@@ -52,7 +52,9 @@ async fn exchange(
     if gate.is_none() {
         writer.push(|_| {}, &hello).map_err(Error::unavailable)?;
     }
-    let decoder = Decoder::new(options.max_frame);
+    // The HELLO may be larger than our own max_frame: the peer cannot know
+    // our limit before sending it (§4.1.2).
+    let decoder = Decoder::new(options.max_frame.max(HELLO_LIMIT));
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let first = tokio::time::timeout(options.handshake_timeout, async {
         loop {

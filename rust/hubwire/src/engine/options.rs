@@ -133,6 +133,7 @@ impl ConnectionOptions {
         if dialer {
             h.token = self.token.clone();
         }
+        h.fit();
         h
     }
 }

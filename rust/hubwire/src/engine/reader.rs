@@ -239,7 +239,11 @@ fn route(core: &Arc<Core>, frame: Frame) -> Result<(), FrameError> {
                 st.served.get(&call_id).and_then(|s| s.send_credit.clone())
             };
             if let Some(sem) = sem {
-                sem.add_permits(credit as usize);
+                // Credit saturates at 2^32 - 1 (§8): a peer that keeps granting
+                // can neither wrap the count nor reach the semaphore's own
+                // maximum (which panics). Sends only lower the count meanwhile.
+                let room = (u32::MAX as usize).saturating_sub(sem.available_permits());
+                sem.add_permits((credit as usize).min(room));
             }
             Ok(())
         }
@@ -300,7 +304,7 @@ fn on_goaway(core: &Arc<Core>, last_id: u32, code: Code, message: String) -> Res
     let unseen: Vec<_> = {
         let mut st = core.calls.lock().unwrap();
         st.peer_draining = true;
-        let ids: Vec<u32> = st.out.keys().copied().filter(|&id| id > last_id).collect();
+        let ids: Vec<u32> = st.out.keys().copied().filter(|&id| hubwire_frame::id_after(id, last_id)).collect();
         ids.into_iter().filter_map(|id| st.out.remove(&id)).collect()
     };
     for call in unseen {

@@ -128,7 +128,8 @@ pub(crate) fn on_request(
         if t.served.contains_key(&id) {
             return Err(FrameError::protocol(format!("REQUEST for call id {id}, which is already live")));
         }
-        t.last_peer_id = t.last_peer_id.max(id);
+        // The latest, not the numerically largest: ids wrap (§5.10).
+        t.last_peer_id = id;
         let refusal = if t.draining {
             Some(Error::unavailable("provider is draining (GOAWAY); retry elsewhere"))
         } else if t.served.len() >= core.local.max_calls as usize {
