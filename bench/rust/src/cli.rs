@@ -433,6 +433,16 @@ mod tests {
     }
 
     #[test]
+    fn comparisons_put_hubwire_streams_beside_the_grpc_streams_and_only_hubwire_through_the_hub() {
+        let (jobs, groups) = grouped(&["streams"]);
+        let names = systems_beside(&jobs, &groups, |j| j.key() == "streams/tonic-stream/unix/k1/raw/window64");
+        assert!(names.contains(&"hubwire-stream-efficient") && names.contains(&"hubwire-stream-low-latency"), "{names:?}");
+        assert!(names.contains(&"floor-spin") && !names.contains(&"hubwire-efficient"), "{names:?}");
+        assert!(jobs.iter().any(|j| j.key() == "streams/hubwire-stream-low-latency/hub/b16/raw/window16"));
+        assert!(jobs.iter().filter(|j| j.transport == Transport::Hub).all(|j| j.system.name().starts_with("hubwire-stream-")));
+    }
+
+    #[test]
     fn comparisons_group_sequential_rows_of_one_transport_and_leave_grpc_go_alone() {
         let (jobs, groups) = grouped(&["rtt"]);
         let names = systems_beside(&jobs, &groups, |j| j.key() == "rtt/floor-blocking/unix/small/raw/sequential");

@@ -103,6 +103,11 @@ pub enum System {
     HubwireEfficient,
     /// hubwire, `WaitMode::low_latency()` on both sides.
     HubwireLowLatency,
+    /// hubwire, efficient: items on one bidirectional stream
+    /// (`echo_stream`), one ITEM each way per call.
+    HubwireStreamEfficient,
+    /// hubwire, low-latency: items on one bidirectional stream.
+    HubwireStreamLowLatency,
     /// Hand-written length-prefixed echo, blocking.
     FloorBlocking,
     /// The same, spinning up to 50 µs before blocking.
@@ -140,9 +145,11 @@ pub enum Role {
 
 impl System {
     /// Every system, in table order.
-    pub const ALL: [System; 13] = [
+    pub const ALL: [System; 15] = [
         System::HubwireEfficient,
         System::HubwireLowLatency,
+        System::HubwireStreamEfficient,
+        System::HubwireStreamLowLatency,
         System::FloorBlocking,
         System::FloorSpin,
         System::SpawnPerCall,
@@ -161,6 +168,8 @@ impl System {
         match self {
             System::HubwireEfficient => "hubwire-efficient",
             System::HubwireLowLatency => "hubwire-low-latency",
+            System::HubwireStreamEfficient => "hubwire-stream-efficient",
+            System::HubwireStreamLowLatency => "hubwire-stream-low-latency",
             System::FloorBlocking => "floor-blocking",
             System::FloorSpin => "floor-spin",
             System::SpawnPerCall => "spawn-per-call",
@@ -188,7 +197,9 @@ impl System {
     /// hubwire, floor or peer.
     pub fn role(self) -> Role {
         match self {
-            System::HubwireEfficient | System::HubwireLowLatency => Role::Hubwire,
+            System::HubwireEfficient | System::HubwireLowLatency | System::HubwireStreamEfficient | System::HubwireStreamLowLatency => {
+                Role::Hubwire
+            }
             System::FloorBlocking | System::FloorSpin => Role::Floor,
             _ => Role::Peer,
         }
@@ -198,8 +209,8 @@ impl System {
     /// config name it (hubwire's rows only).
     pub fn wait_mode(self) -> Option<&'static str> {
         match self {
-            System::HubwireEfficient => Some("efficient"),
-            System::HubwireLowLatency => Some("low-latency"),
+            System::HubwireEfficient | System::HubwireStreamEfficient => Some("efficient"),
+            System::HubwireLowLatency | System::HubwireStreamLowLatency => Some("low-latency"),
             _ => None,
         }
     }
@@ -207,7 +218,13 @@ impl System {
     /// Whether it spins while waiting (and so is compared with the
     /// spinning floor).
     pub fn spins(self) -> bool {
-        matches!(self, System::HubwireLowLatency | System::FloorSpin)
+        matches!(self, System::HubwireLowLatency | System::HubwireStreamLowLatency | System::FloorSpin)
+    }
+
+    /// Whether its calls are items on one bidirectional stream, one each
+    /// way per call, rather than calls of their own.
+    pub fn on_stream(self) -> bool {
+        matches!(self, System::HubwireStreamEfficient | System::HubwireStreamLowLatency | System::TonicStream | System::GrpcGoStream)
     }
 
     /// Whether it can run this combination.
@@ -217,6 +234,11 @@ impl System {
         let not_parallel = !matches!(m, Mode::Parallel { .. });
         match self {
             System::HubwireEfficient | System::HubwireLowLatency => t != Pipe,
+            // The transports of the gRPC streams, and the hub, which relays
+            // a stream's items hop by hop under each hop's credit.
+            System::HubwireStreamEfficient | System::HubwireStreamLowLatency => {
+                matches!(t, Unix | Tcp | Hub) && e == Encoding::Raw && not_parallel
+            }
             System::FloorBlocking | System::FloorSpin => t != Hub && e == Encoding::Raw,
             System::SpawnPerCall => t == Pipe && e == Encoding::Raw && !matches!(m, Mode::Pipelined { .. }),
             System::Http1 => listening && e != Encoding::Msgpack && !matches!(m, Mode::Pipelined { .. }),

@@ -90,6 +90,18 @@ fn at_least(
     c
 }
 
+/// The row of `scenario` with the most calls per second among `systems`
+/// on `transport` at `payload`, over every window: a pipelined system's
+/// best.
+fn best<'a>(res: &'a Results, scenario: &str, systems: &[&str], transport: &str, payload: &str) -> Option<&'a Row> {
+    res.rows
+        .iter()
+        .filter(|r| {
+            r.ok() && r.scenario == scenario && systems.contains(&r.system.as_str()) && r.transport == transport && r.payload == payload
+        })
+        .max_by(|a, b| a.calls_per_s.total_cmp(&b.calls_per_s))
+}
+
 fn p50(r: &Row) -> f64 {
     r.latency.map(|l| l.p50_us).unwrap_or(r.us_per_call)
 }
@@ -157,18 +169,8 @@ pub fn check(res: &Results) -> Vec<TargetCheck> {
     ));
     // Pipelined: the best window of either mode, against 3 M calls/s and the
     // floor; the idle VM's figure is the floor's rate there.
-    let best = |system: &str| {
-        res.rows
-            .iter()
-            .filter(|r| r.ok() && r.scenario == "pipelined" && r.system == system && r.transport == "unix")
-            .max_by(|a, b| a.calls_per_s.total_cmp(&b.calls_per_s))
-    };
-    let hubwire_best = [best("hubwire-efficient"), best("hubwire-low-latency")]
-        .into_iter()
-        .flatten()
-        .max_by(|a, b| a.calls_per_s.total_cmp(&b.calls_per_s));
-    let floor_best =
-        [best("floor-blocking"), best("floor-spin")].into_iter().flatten().max_by(|a, b| a.calls_per_s.total_cmp(&b.calls_per_s));
+    let hubwire_best = best(res, "pipelined", &["hubwire-efficient", "hubwire-low-latency"], "unix", "b16");
+    let floor_best = best(res, "pipelined", &["floor-blocking", "floor-spin"], "unix", "b16");
     out.push(match hubwire_best {
         Some(h) => TargetCheck {
             target: "Pipelined 16 B calls on one Unix connection: ≥ 3 M calls/s".into(),
@@ -199,6 +201,25 @@ pub fn check(res: &Results) -> Vec<TargetCheck> {
             met: None,
         },
     });
+    // Items on one bidirectional stream, each wait mode against tonic's
+    // stream, each at its best window (of 1, 16, 64: within hubwire's
+    // default credit window); no idle-VM figure (the row is newer).
+    for (size, label) in [("b16", "16 B"), ("k1", "1 KiB")] {
+        let tonic = best(res, "streams", &["tonic-stream"], "unix", size);
+        for mode in ["efficient", "low-latency"] {
+            let system = format!("hubwire-stream-{mode}");
+            let hubwire = best(res, "streams", &[&system], "unix", size);
+            let windows = [hubwire, tonic].map(|r| r.map(|r| r.mode.clone()).unwrap_or_default());
+            out.push(at_least(
+                &format!("{label} items on one bidirectional stream (Unix), {mode}: ≥ tonic-stream's items/s"),
+                hubwire,
+                tonic,
+                1.0,
+                |r| r.calls_per_s,
+                move |a, b| format!("hubwire {:.0} k items/s ({}), tonic {:.0} k items/s ({})", a / 1e3, windows[0], b / 1e3, windows[1]),
+            ));
+        }
+    }
     let w4 = "window 4";
     // Each wait mode against the floor that waits the same way; the idle
     // VM's figure is the floor's bandwidth there.

@@ -1,16 +1,24 @@
 //! hubwire itself: a provider with echo methods (raw bytes, a document, a
-//! message) and a client calling it, on every transport, in either wait
-//! mode. Both sides run on a tokio current-thread runtime; the client's
-//! loops run inside one `block_on`, as an application's would.
+//! message, and a bidirectional stream of raw items) and a client calling
+//! it, on every transport, in either wait mode. Both sides run on a tokio
+//! current-thread runtime; the client's loops run inside one `block_on`,
+//! as an application's would.
+//!
+//! The stream systems (`hubwire-stream-*`) open one `echo_stream` call per
+//! connection and send each "call" as an ITEM on it; the provider answers
+//! each ITEM with an ITEM of the same bytes. Both peers keep the default
+//! credit window (64 items per stream, granted back in batches of 32), so
+//! with more than 64 items ahead the client waits for credit as well as
+//! for answers (`bench/scenarios/streams.toml` stops at 64).
 
 use std::io;
 use std::sync::Arc;
 
-use hubwire::{CallOptions, Codec, Connection, ConnectionOptions, Provider, Raw, WaitMode};
+use hubwire::{CallOptions, Codec, Connection, ConnectionOptions, ItemSink, ItemStream, Provider, Raw, WaitMode};
 use serde_json::Value;
 
 use super::endpoint::{Addr, Children, Listening};
-use crate::client::{check_len, in_tasks, runtime, AsyncClient, Client, OnRuntime};
+use crate::client::{check_len, in_tasks, runtime, send_ahead, AsyncClient, Client, OnRuntime};
 use crate::model::{Encoding, Job, Transport};
 use crate::payload::{shape, Msg, Payload, Structured};
 use crate::runner::Target;
@@ -22,6 +30,12 @@ pub fn provider() -> Provider {
         .unary("echo", |_ctx, x: Raw| async move { Ok(x) })
         .unary("echo_doc", |_ctx, x: Value| async move { Ok(x) })
         .unary("echo_msg", |_ctx, x: Msg| async move { Ok(x) })
+        .bidi("echo_stream", |_ctx, mut items: ItemStream<Raw>, sink: ItemSink<Raw>| async move {
+            while let Some(x) = items.next().await? {
+                sink.send(&x).await?;
+            }
+            Ok(())
+        })
 }
 
 /// The wait mode `name`s (`--wait`).
@@ -75,7 +89,8 @@ pub fn start(job: &Job) -> io::Result<Box<dyn Target>> {
     Ok(match job.transport {
         Transport::Unix | Transport::Tcp => {
             let server = Listening::start(&["hubwire", "--wait", mode], job.transport)?;
-            Box::new(Remote { addr: server.addr.clone(), pids: vec![server.pid()], _server: Some(server), wait, payload, encoding })
+            let stream = job.system.on_stream();
+            Box::new(Remote { addr: server.addr.clone(), pids: vec![server.pid()], _server: Some(server), wait, payload, encoding, stream })
         }
         Transport::Child => Box::new(PerChild { mode, wait, payload, encoding, children: Children::default() }),
         Transport::Inproc => Box::new(InProc { wait, payload, encoding }),
@@ -93,12 +108,15 @@ pub struct Remote {
     wait: WaitMode,
     payload: Arc<Payload>,
     encoding: Encoding,
+    /// Whether each connection's calls are items on one `echo_stream`.
+    stream: bool,
 }
 
 impl Remote {
     /// A server started by someone else (the hub).
     pub fn external(addr: Addr, pids: Vec<u32>, wait: WaitMode, job: &Job) -> Remote {
-        Remote { addr, pids, _server: None, wait, payload: job.payload.clone(), encoding: job.encoding }
+        let stream = job.system.on_stream();
+        Remote { addr, pids, _server: None, wait, payload: job.payload.clone(), encoding: job.encoding, stream }
     }
 }
 
@@ -112,7 +130,7 @@ impl Target for Remote {
                 Addr::Tcp(a) => Connection::dial(hubwire::transport::tcp::connect(a.as_str()).await?, &config).await.map_err(err),
             }
         })?;
-        Ok(client(rt, conn, &self.payload, self.encoding, None))
+        client(rt, conn, &self.payload, self.encoding, self.stream, None)
     }
 
     fn peers(&self) -> Vec<u32> {
@@ -142,7 +160,7 @@ impl Target for PerChild {
         if let Some(pid) = child.id() {
             self.children.add(pid);
         }
-        Ok(client(rt, conn, &self.payload, self.encoding, Some(Box::new(child))))
+        client(rt, conn, &self.payload, self.encoding, false, Some(Box::new(child)))
     }
 
     fn peers(&self) -> Vec<u32> {
@@ -171,7 +189,7 @@ impl Target for InProc {
         });
         let rt = runtime()?;
         let conn = rt.block_on(Connection::dial(a, &ConnectionOptions::new("bench-client").wait(self.wait))).map_err(err)?;
-        Ok(client(rt, conn, &self.payload, self.encoding, None))
+        client(rt, conn, &self.payload, self.encoding, false, None)
     }
 
     fn peers(&self) -> Vec<u32> {
@@ -179,22 +197,32 @@ impl Target for InProc {
     }
 }
 
-/// One connection's client side, on the runtime it was dialled on.
+/// One connection's client side, on the runtime it was dialled on; with
+/// `stream`, its calls are items on one `echo_stream` call opened here
+/// (raw items only: the stream systems run only raw).
 fn client(
     rt: tokio::runtime::Runtime,
     conn: Connection,
     payload: &Arc<Payload>,
     encoding: Encoding,
+    stream: bool,
     keep: Option<Box<dyn Send>>,
-) -> Box<dyn Client> {
+) -> io::Result<Box<dyn Client>> {
     let payload = payload.clone();
-    OnRuntime::boxed(rt, HubwireClient { conn, payload, encoding, _keep: keep })
+    let stream = match stream {
+        true => Some(rt.block_on(conn.bidi("echo_stream", &CallOptions::new().codec(Codec::Raw))).map_err(err)?),
+        false => None,
+    };
+    Ok(OnRuntime::boxed(rt, HubwireClient { conn, payload, encoding, stream, _keep: keep }))
 }
 
 struct HubwireClient {
     conn: Connection,
     payload: Arc<Payload>,
     encoding: Encoding,
+    /// The `echo_stream` call of a stream system: where items go, and the
+    /// answers.
+    stream: Option<(ItemSink<Raw>, ItemStream<Raw>)>,
     // The child process of a child-transport connection, killed on drop.
     _keep: Option<Box<dyn Send>>,
 }
@@ -222,13 +250,35 @@ async fn call(conn: &Connection, payload: &Payload, encoding: Encoding) -> io::R
     }
 }
 
+/// Sends the payload as one ITEM on the stream.
+async fn send(sink: &ItemSink<Raw>, payload: &Payload) -> io::Result<()> {
+    sink.send(&Raw(payload.raw.clone())).await.map_err(err)
+}
+
+/// Takes the next answer from the stream; checks its size.
+async fn answer(answers: &mut ItemStream<Raw>, payload: &Payload) -> io::Result<()> {
+    let out = answers.next().await.map_err(err)?.ok_or(io::ErrorKind::UnexpectedEof)?;
+    check_len(out.0.len(), payload.len())
+}
+
 impl AsyncClient for HubwireClient {
     async fn call(&mut self) -> io::Result<()> {
-        call(&self.conn, &self.payload, self.encoding).await
+        match &mut self.stream {
+            Some((sink, answers)) => {
+                send(sink, &self.payload).await?;
+                answer(answers, &self.payload).await
+            }
+            None => call(&self.conn, &self.payload, self.encoding).await,
+        }
     }
 
-    /// `window` tasks sharing the connection.
+    /// Calls: `window` tasks sharing the connection. Stream: `window`
+    /// items ahead of the answers, as the gRPC streams are driven.
     async fn pipeline(&mut self, window: usize, calls: u64) -> io::Result<()> {
+        if let Some((sink, answers)) = &mut self.stream {
+            let payload = &self.payload;
+            return send_ahead(window, calls, async || send(sink, payload).await, async || answer(answers, payload).await).await;
+        }
         in_tasks(window, calls, |share| {
             let (conn, payload, encoding) = (self.conn.clone(), self.payload.clone(), self.encoding);
             async move {

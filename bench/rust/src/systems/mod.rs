@@ -38,7 +38,9 @@ pub fn start(job: &Job, ctx: &Context) -> io::Result<Box<dyn Target>> {
         return hub::start(job, ctx.hub.as_deref());
     }
     match job.system {
-        System::HubwireEfficient | System::HubwireLowLatency => hubwire::start(job),
+        System::HubwireEfficient | System::HubwireLowLatency | System::HubwireStreamEfficient | System::HubwireStreamLowLatency => {
+            hubwire::start(job)
+        }
         System::FloorBlocking => floor::start(job, false),
         System::FloorSpin => floor::start(job, true),
         System::SpawnPerCall => spawn::start(job),
