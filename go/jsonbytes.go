@@ -4,6 +4,7 @@ import (
 	"encoding"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
@@ -80,7 +81,11 @@ func jsonReady(v any) (any, error) {
 	if p == nil {
 		return v, nil
 	}
-	s, err := p.conv(reflect.ValueOf(v), 0)
+	rv := reflect.ValueOf(v)
+	if !holdsBytes(rv, 0) {
+		return v, nil
+	}
+	s, err := p.conv(rv, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -91,12 +96,69 @@ func planFor(t reflect.Type) *shadowPlan {
 	if p, ok := shadowPlans.Load(t); ok {
 		return p.(*shadowPlan)
 	}
-	var p *shadowPlan
-	if mayHoldBytes(t, map[reflect.Type]bool{}) {
-		p = (&planner{building: map[reflect.Type]bool{}}).plan(t)
-	}
-	p2, _ := shadowPlans.LoadOrStore(t, p)
+	p2, _ := shadowPlans.LoadOrStore(t, newPlan(t))
 	return p2.(*shadowPlan)
+}
+
+// newPlan plans t; a type reflect cannot shadow (StructOf refuses some
+// shapes) fails each encoding with an error rather than write base64.
+func newPlan(t reflect.Type) (p *shadowPlan) {
+	defer func() {
+		if r := recover(); r != nil {
+			err := fmt.Errorf("json: cannot write the byte strings in %s as arrays: %v", t, r)
+			p = &shadowPlan{conv: func(reflect.Value, int) (reflect.Value, error) { return reflect.Value{}, err }}
+		}
+	}()
+	return (&planner{building: map[reflect.Type]bool{}}).plan(t)
+}
+
+// holdsBytes looks for a non-nil byte string in a value of dynamic data
+// (maps, slices, interfaces) without copying it, so that a map[string]any
+// of plain values is encoded as it is. It answers true for a struct whose
+// type can hold one, and when the value is too deep to tell.
+func holdsBytes(v reflect.Value, depth int) bool {
+	if depth > 100 {
+		return true
+	}
+	switch v.Kind() {
+	case reflect.Interface, reflect.Pointer:
+		return !v.IsNil() && holdsBytes(v.Elem(), depth+1)
+	case reflect.Slice, reflect.Array:
+		if v.Kind() == reflect.Slice && isByteString(v.Type()) {
+			return !v.IsNil()
+		}
+		if !mayHoldBytesCached(v.Type().Elem()) {
+			return false
+		}
+		for i := range v.Len() {
+			if holdsBytes(v.Index(i), depth+1) {
+				return true
+			}
+		}
+		return false
+	case reflect.Map:
+		if !mayHoldBytesCached(v.Type().Elem()) {
+			return false
+		}
+		var it reflect.MapIter
+		it.Reset(v)
+		for it.Next() {
+			if holdsBytes(it.Value(), depth+1) {
+				return true
+			}
+		}
+		return false
+	case reflect.Struct:
+		return planFor(v.Type()) != nil
+	}
+	return false
+}
+
+func mayHoldBytesCached(t reflect.Type) bool {
+	if t.Kind() == reflect.Interface {
+		return !opaque(t)
+	}
+	return planFor(t) != nil
 }
 
 // opaque types marshal themselves: encoding/json does not look inside.
@@ -198,27 +260,25 @@ func (pl *planner) plan(t reflect.Type) *shadowPlan {
 // dynamicPlan shadows as `any`: the shadow of the value's dynamic type (of
 // the type of, when given, so as to plan a recursive type lazily).
 func dynamicPlan(of func() *shadowPlan) *shadowPlan {
+	// The value returned is the dynamic value itself (or its shadow): what
+	// it is stored into (an `any`) boxes it.
 	return &shadowPlan{shadow: anyType, conv: func(src reflect.Value, depth int) (reflect.Value, error) {
-		out := reflect.New(anyType).Elem()
 		if (src.Kind() == reflect.Interface || src.Kind() == reflect.Pointer) && src.IsNil() {
-			return out, nil
+			return reflect.Zero(anyType), nil
 		}
 		if src.Kind() == reflect.Interface {
 			src = src.Elem()
 		}
-		p := planFor(src.Type())
+		var p *shadowPlan
 		if of != nil {
 			p = of()
+		} else {
+			p = planFor(src.Type())
 		}
-		if p != nil {
-			s, err := p.conv(src, depth+1)
-			if err != nil {
-				return out, err
-			}
-			src = s
+		if p == nil {
+			return src, nil
 		}
-		out.Set(src)
-		return out, nil
+		return p.conv(src, depth+1)
 	}}
 }
 
@@ -330,7 +390,9 @@ func (pl *planner) structOf(t reflect.Type) *shadowPlan {
 	}
 	var fields []reflect.StructField
 	var plans []fieldPlan
+	unexported := false // read through unsafe, from an addressable copy
 	for _, f := range jsonFields(t) {
+		unexported = unexported || !f.IsExported()
 		ft := f.Type
 		if f.Anonymous && ft.Kind() == reflect.Pointer {
 			ft = ft.Elem()
@@ -341,7 +403,7 @@ func (pl *planner) structOf(t reflect.Type) *shadowPlan {
 		if f.Anonymous && ft.Kind() == reflect.Struct && name == "" {
 			p = pl.embedded(f.Type)
 			sf.Anonymous = true
-			sf.Name = "Embedded" + strconv.Itoa(len(fields)) + "_" + ft.Name()
+			sf.Name = "Embedded" + strconv.Itoa(len(fields)) // any name: json promotes its fields
 		} else {
 			p = pl.keep(f.Type)
 			if !f.IsExported() {
@@ -354,7 +416,7 @@ func (pl *planner) structOf(t reflect.Type) *shadowPlan {
 	}
 	st := reflect.StructOf(fields)
 	return &shadowPlan{shadow: st, conv: func(src reflect.Value, depth int) (reflect.Value, error) {
-		if !src.CanAddr() {
+		if unexported && !src.CanAddr() {
 			c := reflect.New(src.Type()).Elem()
 			c.Set(src)
 			src = c
