@@ -22,11 +22,15 @@ import (
 //
 // A type that cannot hold a byte string (no byte slice and no interface
 // reachable from it) needs no shadow: it is encoded as it is, after one
-// cached type lookup. Reading needs nothing: encoding/json decodes an array
+// cached type lookup; a map, slice or interface whose type could hold one
+// is first looked through (holdsBytes) and encoded as it is when it holds
+// none. A struct type that can is always copied. Reading needs nothing: encoding/json decodes an array
 // of numbers into a []byte (and still accepts a base64 string).
 //
 // Left as encoding/json has them: byte slices inside a type that has its own
 // MarshalJSON or MarshalText (pointer receiver included), and map keys.
+// A copied struct loses its methods, so `omitzero` on a field of a struct
+// type with its own IsZero falls back to the plain zero-value test there.
 
 // jsonBytes is a byte string that marshals as an array of numbers.
 type jsonBytes []byte
