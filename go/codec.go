@@ -102,6 +102,10 @@ func encodeValue(v any, codec Codec) ([]byte, error) {
 	buf.Reset()
 	defer bufPool.Put(buf)
 	if codec == CodecJSON {
+		v, err := jsonReady(v) // byte strings as arrays of numbers (§6)
+		if err != nil {
+			return nil, err
+		}
 		enc := json.NewEncoder(buf)
 		enc.SetEscapeHTML(false)
 		if err := enc.Encode(v); err != nil {

@@ -151,6 +151,7 @@ func TestCodecVectors(t *testing.T) {
 			Name       string `json:"name"`
 			BytesHex   string `json:"bytes_hex"`
 			MsgpackHex string `json:"msgpack_hex"`
+			JSON       string `json:"json"`
 		} `json:"bin"`
 		JSONNumbers []struct {
 			Name   string `json:"name"`
@@ -194,6 +195,16 @@ func TestCodecVectors(t *testing.T) {
 			var got []byte
 			if err := decodeValue(Payload{Codec: CodecMsgpack, Bytes: mp}, &got); err != nil || !bytes.Equal(got, b) {
 				t.Errorf("decode: %x (%v)", got, err)
+			}
+			if c.JSON == "" {
+				t.Fatal("bin case without json")
+			}
+			if got, err := encodeValue(b, CodecJSON); err != nil || string(got) != c.JSON {
+				t.Errorf("json encode: %s (%v), want %s", got, err, c.JSON)
+			}
+			got = nil
+			if err := decodeValue(Payload{Codec: CodecJSON, Bytes: []byte(c.JSON)}, &got); err != nil || !bytes.Equal(got, b) || got == nil {
+				t.Errorf("json decode: %x (%v)", got, err)
 			}
 		})
 	}
