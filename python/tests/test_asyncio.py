@@ -148,3 +148,74 @@ async def test_a_hello_over_a_small_max_frame_is_read_up_to_one_mib() -> None:
     async with testing.pair(p, client=ConnectionOptions(max_frame=4096)) as c:
         assert len(c.peer.methods) == 1000
         assert await c.call("method_999", 7) == 7
+
+
+async def test_a_fatal_goaway_cuts_off_a_peer_that_never_stops_writing() -> None:
+    """PROTOCOL.md §7.3, over TCP, as a client whose application holds its
+    connection: a raw provider sends a header announcing a body over
+    max_frame and never stops writing. It still reads the GOAWAY too_large,
+    then end of stream, and its writes fail soon after (the client discards
+    input for a bounded time, then closes). Bounds are generous."""
+    import threading
+    import time
+
+    from hubwire.frame import HELLO, header
+    from hubwire.hello import encode_hello
+
+    bound = 5.0
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    seen: dict[str, object] = {}
+
+    def raw_provider() -> None:
+        s, _ = listener.accept()
+        listener.close()
+        start = time.monotonic()
+        body = encode_hello(ConnectionOptions().hello(False))
+        s.sendall(header(HELLO, 0, 0, 0, len(body)) + body)
+
+        s.settimeout(bound)
+
+        def flood() -> None:
+            chunk = (16 * 1024 * 1024 + 1).to_bytes(4, "little") + bytes([1, 2, 0, 0]) + (2).to_bytes(4, "little")
+            try:
+                while time.monotonic() - start < bound:
+                    s.sendall(chunk)
+                    chunk = b"a" * 65536
+            except socket.timeout:
+                pass
+            except OSError:
+                seen["write_failed"] = time.monotonic() - start
+
+        writer = threading.Thread(target=flood)
+        writer.start()
+        got = b""
+        try:
+            while time.monotonic() - start < bound:
+                data = s.recv(65536)
+                if not data:
+                    break
+                got += data
+            seen["read_ended"] = time.monotonic() - start
+        except socket.timeout:
+            pass
+        except OSError:
+            seen["read_ended"] = time.monotonic() - start
+        writer.join()
+        s.close()
+        seen["got"] = got
+
+    t = threading.Thread(target=raw_provider)
+    t.start()
+    client = await hubwire.connect(f"tcp:127.0.0.1:{port}")
+    await asyncio.get_running_loop().run_in_executor(None, t.join)
+    got = seen["got"]
+    assert isinstance(got, bytes)
+    hello = decode(got)
+    assert hello is not None
+    goaway = decode(got[hello[1]:])
+    assert goaway is not None and isinstance(goaway[0], Goaway) and goaway[0].code == Code.too_large
+    assert "read_ended" in seen, seen.keys()
+    assert "write_failed" in seen, seen.keys()
+    assert client.is_closed
+    client.close()

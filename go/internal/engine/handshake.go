@@ -46,6 +46,11 @@ func Open(t transport.Transport, o Options, dialer bool) (*Core, error) {
 		if e.Code != frame.Unavailable {
 			w.push(frame.AppendGoaway(nil, 0, e.Code, e.Message), nil, false)
 			w.flushed(100 * time.Millisecond)
+			w.close(e.Message)
+			// The refusal lingers before it closes (§7.3), in the
+			// background: the error is the caller's at once.
+			go linger(t)
+			return nil, fromFrame(e)
 		}
 		w.close(e.Message)
 		t.Close()

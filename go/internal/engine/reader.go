@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"runtime"
+	"time"
 
 	"hubwire.dev/go/frame"
 )
@@ -107,9 +108,12 @@ func (c *Core) failProtocol(e *frame.Error) {
 	last := c.calls.lastPeerID
 	c.mu.Unlock()
 	if c.send(frame.AppendGoaway(nil, last, e.Code, e.Message)) == nil {
-		c.writer.flushed(200e6)
+		c.writer.flushed(time.Second)
 	}
-	c.die(unavailable("connection closed: sent GOAWAY %s: %s", e.Code, e.Message))
+	// The pending calls fail now; the transport lingers, then closes (§7.3).
+	if c.end(unavailable("connection closed: sent GOAWAY %s: %s", e.Code, e.Message)) {
+		linger(c.t)
+	}
 }
 
 // dispatch routes one frame; woke reports whether that made another

@@ -305,10 +305,19 @@ func (c *Core) Close() { c.die(unavailable("connection closed locally")) }
 // die ends the connection: fails every pending call with err, stops every
 // handler, closes the transport. Idempotent.
 func (c *Core) die(err *Error) {
+	if c.end(err) {
+		c.t.Close()
+	}
+}
+
+// end is die without closing the transport: after a fatal GOAWAY the
+// reader lingers on it first (spec/PROTOCOL.md §7.3). False if the
+// connection had already ended.
+func (c *Core) end(err *Error) bool {
 	c.mu.Lock()
 	if c.calls.closed != nil {
 		c.mu.Unlock()
-		return
+		return false
 	}
 	c.calls.closed = err
 	out, serving := c.calls.out, c.calls.served
@@ -324,5 +333,32 @@ func (c *Core) die(err *Error) {
 		s.cancel(context.Canceled, err)
 	}
 	c.writer.close(err.Message)
-	c.t.Close()
+	return true
+}
+
+// How long a connection that sent a fatal GOAWAY goes on reading (and
+// discarding) what the peer still sends, and how much at most (§7.3).
+const (
+	lingerTime  = time.Second
+	lingerBytes = 1 << 20
+)
+
+// linger closes t after a fatal GOAWAY has been written (§7.3): it shuts
+// down our sending side only, reads and discards until end of stream, an
+// error, lingerBytes or lingerTime, then closes, so that closing with
+// unread input does not make the kernel reset the connection before the
+// peer has read the GOAWAY.
+func linger(t transport.Transport) {
+	t.CloseWrite()
+	timer := time.AfterFunc(lingerTime, func() { t.Close() })
+	defer timer.Stop()
+	buf := make([]byte, 64<<10)
+	for left := lingerBytes; left > 0; {
+		n, err := t.Read(buf)
+		if err != nil {
+			break
+		}
+		left -= n
+	}
+	t.Close()
 }

@@ -24,6 +24,11 @@ from .writer import Writer
 
 _U32 = struct.Struct("<I")
 
+#: How long a connection that sent a fatal GOAWAY discards input before it
+#: closes, and how many bytes at most (``spec/PROTOCOL.md`` §7.3).
+LINGER_SECONDS = 1.0
+LINGER_BYTES = 1 << 20
+
 
 class Core:
     """The shared state of one connection."""
@@ -243,7 +248,7 @@ class Core:
             return
         self.writer.write(status_head(GOAWAY, self.last_peer_id, 0, e.code, message_bytes(e.message), 0))
         handshaking = not self.handshake.done()
-        self.die(e if handshaking else HubwireError(Code.unavailable, f"connection closed: sent GOAWAY {e.code.name}: {e.message}"))
+        self.die(e if handshaking else HubwireError(Code.unavailable, f"connection closed: sent GOAWAY {e.code.name}: {e.message}"), linger=True)
 
     def _write_failed(self, e: OSError) -> None:
         self.die(HubwireError(Code.unavailable, f"connection lost: write failed: {e}"))
@@ -254,9 +259,11 @@ class Core:
         body = encode_hello(self.local)
         self.writer.write(header(HELLO, 0, 0, 0, len(body)), body)
 
-    def die(self, error: HubwireError) -> None:
+    def die(self, error: HubwireError, linger: bool = False) -> None:
         """Ends the connection: fails every pending call with ``error``, stops
-        every handler, closes the transport. Idempotent."""
+        every handler, closes the transport. Idempotent. ``linger``: we sent
+        a fatal GOAWAY, so the transport half-closes and discards input for
+        a bounded time before it closes (§7.3)."""
         if self.error is not None:
             return
         self.error = error
@@ -279,7 +286,10 @@ class Core:
                 fut.set_exception(error)
         self.pings.clear()
         self.writer.close()
-        self.transport.close()
+        if linger:
+            self.transport.linger(LINGER_SECONDS, LINGER_BYTES)
+        else:
+            self.transport.close()
         self.idle.set()
         if not self.closed.done():
             self.closed.set_result(error)

@@ -44,6 +44,14 @@ class Transport(abc.ABC):
     def close(self) -> None:
         """Ends the stream both ways and releases the transport. Idempotent."""
 
+    def linger(self, seconds: float, max_bytes: int) -> None:
+        """Closes after a fatal GOAWAY (``spec/PROTOCOL.md`` §7.3): shuts down
+        the sending side only, then reads and discards what still arrives
+        until end of stream, ``max_bytes`` or ``seconds``, whichever comes
+        first, then closes. ``on_readable`` is not called any more. The
+        default closes at once."""
+        self.close()
+
 
 class Listener(abc.ABC):
     """Accepts connections: each is a :class:`Transport`."""

@@ -51,6 +51,34 @@ class SocketTransport(Transport):
         if cb is not None:
             cb()
 
+    def linger(self, seconds: float, max_bytes: int) -> None:
+        loop = self._loop
+        if self._closed or loop is None or loop.is_closed():
+            return self.close()
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            return self.close()
+        scratch = bytearray(64 * 1024)
+        left = max_bytes
+        timer = loop.call_later(seconds, self.close)
+
+        def discard() -> None:
+            nonlocal left
+            try:
+                n = self.sock.recv_into(scratch)
+            except BlockingIOError:
+                return
+            except OSError:
+                n = 0
+            left -= n
+            if n == 0 or left <= 0:
+                timer.cancel()
+                self.close()
+
+        loop.remove_writer(self.fd)
+        loop.add_reader(self.fd, discard)  # instead of the engine's reader
+
     def close(self) -> None:
         if self._closed:
             return

@@ -30,6 +30,8 @@ pub struct Peer {
     buf: BytesMut,
     decoder: Decoder,
     eof: bool,
+    /// A send gave up because the testee stopped reading for [`SEND_STALL`].
+    stalled: std::sync::atomic::AtomicBool,
 }
 
 impl Peer {
@@ -37,7 +39,7 @@ impl Peer {
     pub fn new(t: DynTransport) -> Peer {
         // The runner accepts any size the testee sends: checking limits is
         // the cases' business, not the reader's.
-        Peer { t, buf: BytesMut::with_capacity(64 * 1024), decoder: Decoder::new(u32::MAX), eof: false }
+        Peer { t, buf: BytesMut::with_capacity(64 * 1024), decoder: Decoder::new(u32::MAX), eof: false, stalled: Default::default() }
     }
 
     /// Sends bytes, all of them. If the testee hangs up meanwhile (as it
@@ -45,13 +47,18 @@ impl Peer {
     /// may once it has sent a fatal GOAWAY, `spec/PROTOCOL.md` §7.3, while
     /// the rest of an oversized frame is still coming), the rest is
     /// dropped: what the testee said before is still there to read, and
-    /// the next expectation decides.
+    /// the next expectation decides (`expect_closed: {promptly: true}`
+    /// fails after a stall: since every runtime closes within a bound
+    /// after a fatal GOAWAY, no case should stall; this is a safety net).
     pub async fn send(&self, bytes: &[u8]) -> Result<(), String> {
         let mut off = 0;
         while off < bytes.len() {
             let slice = [IoSlice::new(&bytes[off..])];
             match tokio::time::timeout(SEND_STALL, poll_fn(|cx| self.t.poll_write(cx, &slice))).await {
-                Err(_stalled) => return Ok(()),
+                Err(_stalled) => {
+                    self.stalled.store(true, std::sync::atomic::Ordering::Relaxed);
+                    return Ok(());
+                }
                 Ok(Ok(0)) => return Ok(()),
                 Ok(Ok(n)) => off += n,
                 Ok(Err(e)) if matches!(e.kind(), std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset) => return Ok(()),
@@ -59,6 +66,12 @@ impl Peer {
             }
         }
         Ok(())
+    }
+
+    /// Whether a send gave up because the testee stopped reading without
+    /// closing the connection.
+    pub fn stalled(&self) -> bool {
+        self.stalled.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Half-closes: the testee reads end of stream.

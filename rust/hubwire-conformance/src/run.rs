@@ -220,6 +220,13 @@ impl Run<'_> {
             }
             "expect_closed" => loop {
                 match self.peer.read(self.wait).await? {
+                    Read::Closed if arg["promptly"].as_bool() == Some(true) && self.peer.stalled() => {
+                        return Err(format!(
+                            "the testee stopped reading for {:?} without closing the connection (spec §7.3: discard input \
+                             for a bounded time, then close)",
+                            crate::peer::SEND_STALL
+                        ))
+                    }
                     Read::Closed => return Ok(()),
                     Read::Timeout => return Err(format!("the testee did not close the connection within {:?}", self.wait)),
                     Read::Frame(f) if self.ignored(&f, None).await? => continue,

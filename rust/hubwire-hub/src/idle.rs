@@ -103,6 +103,10 @@ impl Transport for Watched {
         self.inner.shutdown_write()
     }
 
+    fn release(&self) {
+        self.inner.release()
+    }
+
     fn describe(&self) -> String {
         self.inner.describe()
     }

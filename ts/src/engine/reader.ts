@@ -97,7 +97,7 @@ export class FrameReader implements TransportSink {
     const core = this.core;
     if (core.error !== null) return;
     core.writer.status(FrameType.Goaway, core.lastPeerId, 0, CODES[e.code], e.message, null);
-    core.die(core.opening !== null ? e : new HubwireError("unavailable", `connection closed: sent GOAWAY ${e.code}: ${e.message}`));
+    core.die(core.opening !== null ? e : new HubwireError("unavailable", `connection closed: sent GOAWAY ${e.code}: ${e.message}`), true);
   }
 }
 

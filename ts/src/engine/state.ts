@@ -18,6 +18,11 @@ import type { Transport } from "../transport/index.js";
 import { CallIds, CallQueue, onDeadline, type CallHost, type OutCall, type ServedCall } from "./calls.js";
 import { Writer } from "./writer.js";
 
+/** How long a connection that sent a fatal GOAWAY discards input before it closes (spec §7.3). */
+export const LINGER_MS = 1000;
+/** How many bytes it discards at most meanwhile. */
+export const LINGER_BYTES = 1 << 20;
+
 /** The handshake under way: how {@link Core.die} fails it. */
 export interface Opening {
   resolve: () => void;
@@ -220,8 +225,10 @@ export class Core implements CallHost {
   /**
    * Ends the connection: fails the handshake or every pending call with
    * `error`, cancels every served call, closes the transport. Idempotent.
+   * `linger`: we sent a fatal GOAWAY, so the transport half-closes and
+   * discards input for a bounded time before it closes (§7.3).
    */
-  die(error: HubwireError): void {
+  die(error: HubwireError, linger = false): void {
     if (this.error !== null) return;
     this.error = error;
     if (this.opening !== null) {
@@ -245,7 +252,8 @@ export class Core implements CallHost {
     }
     this.pings.clear();
     this.writer.close();
-    this.transport.close();
+    if (linger && this.transport.linger !== undefined) this.transport.linger(LINGER_MS, LINGER_BYTES);
+    else this.transport.close();
     this.checkIdle();
     this.resolveClosed(error);
   }

@@ -35,6 +35,14 @@ export interface Transport {
   writev?(segments: Uint8Array[]): void;
   /** Sends what is queued, then closes both directions. Idempotent. */
   close(): void;
+  /**
+   * Optional: closes after a fatal GOAWAY (spec §7.3). Sends what is
+   * queued and shuts down the sending side only, then reads and discards
+   * what still arrives until the peer's end of stream, `maxBytes` or `ms`,
+   * whichever comes first, then lets go of the descriptor. The sink hears
+   * nothing more (its `onEnd` is called at once). Without it, `close`.
+   */
+  linger?(ms: number, maxBytes: number): void;
 }
 
 /**

@@ -12,6 +12,8 @@ import type { Transport, TransportSink } from "./index.js";
 export class SocketTransport implements Transport {
   private sink: TransportSink | null = null;
   private ended = false;
+  /** Lingering after a fatal GOAWAY: how many more bytes to discard. */
+  private discard = -1;
 
   constructor(
     readonly socket: Socket,
@@ -22,8 +24,15 @@ export class SocketTransport implements Transport {
     this.sink = sink;
     const socket = this.socket;
     // Plain Uint8Array views (no copy), so payloads have the same type on every transport.
-    socket.on("data", (b: Buffer) => sink.onData(new Uint8Array(b.buffer, b.byteOffset, b.byteLength)));
-    socket.on("end", () => this.finish("connection closed by peer (end of stream)"));
+    socket.on("data", (b: Buffer) => {
+      if (this.discard < 0) return sink.onData(new Uint8Array(b.buffer, b.byteOffset, b.byteLength));
+      this.discard -= b.byteLength;
+      if (this.discard <= 0) socket.destroy();
+    });
+    socket.on("end", () => {
+      if (this.discard >= 0) socket.destroy();
+      this.finish("connection closed by peer (end of stream)");
+    });
     socket.on("error", (e) => this.finish(`connection lost: ${e.message}`));
     socket.on("close", () => this.finish("connection closed"));
   }
@@ -49,7 +58,20 @@ export class SocketTransport implements Transport {
 
   close(): void {
     // Sends what is queued, then FIN, then lets go of the descriptor.
-    if (!this.socket.destroyed) this.socket.destroySoon();
+    if (!this.socket.destroyed && this.discard < 0) this.socket.destroySoon();
     this.finish("connection closed locally");
+  }
+
+  linger(ms: number, maxBytes: number): void {
+    const socket = this.socket;
+    this.finish("connection closed locally");
+    if (socket.destroyed || this.discard >= 0) return;
+    this.discard = maxBytes;
+    // Sends what is queued, then FIN; reading goes on (discarded above).
+    socket.end();
+    socket.resume();
+    const timer = setTimeout(() => socket.destroy(), ms);
+    timer.unref();
+    socket.once("close", () => clearTimeout(timer));
   }
 }

@@ -73,13 +73,22 @@ async fn exchange(
         }
     })
     .await;
+    // A refusal lingers before it closes (§7.3), in the background: the
+    // error is the caller's at once.
     let refuse = |e: FrameError| async move {
         if e.code != Code::Unavailable {
             let _ = writer.push(|_| {}, &Frame::Goaway { last_id: 0, code: e.code, message: e.message.clone() }.to_bytes());
             let _ = tokio::time::timeout(Duration::from_millis(100), writer.flushed()).await;
+            writer.close(&e.message);
+            let t = t.clone();
+            tokio::spawn(async move {
+                reader::linger(&*t).await;
+                t.release();
+            });
+        } else {
+            writer.close(&e.message);
+            t.release();
         }
-        writer.close(&e.message);
-        t.shutdown();
         Error::from(e)
     };
     let frame = match first {
@@ -105,7 +114,7 @@ async fn exchange(
         }
         Frame::Goaway { code, message, .. } => {
             writer.close(&message);
-            t.shutdown();
+            t.release();
             Err(Error::new(code, format!("peer refused the handshake: {message}")))
         }
         other => Err(refuse(FrameError::protocol(format!("expected HELLO as the first frame, got {:?}", other.frame_type()))).await),

@@ -27,6 +27,7 @@ use super::state::Core;
 use super::wait::{Spinner, WaitMode};
 use crate::codec::Payload;
 use crate::errors::Error;
+use crate::transport::Transport;
 
 /// Bytes asked of the transport per read.
 pub(crate) const READ_CHUNK: usize = 64 * 1024;
@@ -57,8 +58,34 @@ pub(crate) fn reserve(decoder: &Decoder, buf: &mut BytesMut) {
     }
 }
 
-/// Runs until the connection dies. `service` serves the peer's calls.
+/// How long a connection that sent a fatal GOAWAY goes on reading (and
+/// discarding) what the peer still sends before it closes (§7.3).
+pub(crate) const LINGER_TIME: Duration = Duration::from_secs(1);
+
+/// How many bytes it reads and discards at most meanwhile.
+pub(crate) const LINGER_BYTES: usize = 1 << 20;
+
+/// How long a fatal GOAWAY may take to leave before the close goes on
+/// without it.
+const GOAWAY_FLUSH: Duration = Duration::from_secs(1);
+
+/// Runs until the connection dies, then releases the transport's
+/// descriptor (whether or not the application still holds the
+/// `Connection`). `service` serves the peer's calls.
 pub(crate) async fn run(
+    core: Arc<Core>,
+    service: Option<Arc<dyn Service>>,
+    wait: WaitMode,
+    stall: Duration,
+    buf: BytesMut,
+    decoder: Decoder,
+) {
+    let t = core.transport.clone();
+    read_frames(core, service, wait, stall, buf, decoder).await;
+    t.release();
+}
+
+async fn read_frames(
     core: Arc<Core>,
     service: Option<Arc<dyn Service>>,
     wait: WaitMode,
@@ -138,14 +165,39 @@ fn dispatch_all(
 }
 
 /// Our side found the peer's bytes bad: GOAWAY with the error, then close
-/// (`spec/PROTOCOL.md` §7.1).
+/// (`spec/PROTOCOL.md` §7.1): the pending calls fail once the GOAWAY has
+/// left, and the transport lingers (§7.3) before [`run`] releases it.
 async fn fail_protocol(core: &Core, e: FrameError) {
     tracing::warn!(peer = %core.transport.describe(), "closing connection: {e}");
     let last_id = core.calls.lock().unwrap().last_peer_id;
     if core.send(&Frame::Goaway { last_id, code: e.code, message: e.message.clone() }).is_ok() {
-        let _ = tokio::time::timeout(Duration::from_millis(200), core.writer.flushed()).await;
+        let _ = tokio::time::timeout(GOAWAY_FLUSH, core.writer.flushed()).await;
     }
-    core.die(Error::unavailable(format!("connection closed: sent GOAWAY {e}")));
+    if core.end(Error::unavailable(format!("connection closed: sent GOAWAY {e}"))) {
+        linger(&*core.transport).await;
+    }
+}
+
+/// After a fatal GOAWAY has been written (§7.3): shuts down our sending
+/// side only, then reads and discards what the peer still sends until end
+/// of stream, an error, [`LINGER_BYTES`] or [`LINGER_TIME`], whichever
+/// comes first, so that closing with unread input does not make the kernel
+/// reset the connection before the peer has read the GOAWAY. The caller
+/// releases the transport afterwards.
+pub(crate) async fn linger(t: &dyn Transport) {
+    t.shutdown_write();
+    let mut sink = BytesMut::with_capacity(READ_CHUNK);
+    let mut left = LINGER_BYTES;
+    let _ = tokio::time::timeout(LINGER_TIME, async {
+        while left > 0 {
+            sink.clear();
+            match poll_fn(|cx| t.poll_read(cx, &mut sink)).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    })
+    .await;
 }
 
 /// Reads at least one byte (or end of stream), waiting as the mode says.

@@ -303,12 +303,22 @@ impl Core {
     }
 
     /// Ends the connection: fails every pending call with `err`, stops
-    /// every handler, closes the transport. Idempotent.
+    /// every handler, shuts the transport down (the reader task then sees
+    /// end of stream and releases the descriptor). Idempotent.
     pub(crate) fn die(&self, err: Error) {
+        if self.end(err) {
+            self.transport.shutdown();
+        }
+    }
+
+    /// Ends the connection as [`Core::die`] does but leaves the transport
+    /// alone: after a fatal GOAWAY the reader half-closes and lingers on it
+    /// first (`spec/PROTOCOL.md` §7.3). False if it had already ended.
+    pub(crate) fn end(&self, err: Error) -> bool {
         let (out, served, pings) = {
             let mut t = self.calls.lock().unwrap();
             if t.closed.is_some() {
-                return;
+                return false;
             }
             t.closed = Some(err.clone());
             (std::mem::take(&mut t.out), std::mem::take(&mut t.served), std::mem::take(&mut t.pings))
@@ -322,8 +332,8 @@ impl Core {
         drop(pings);
         self.gate.close();
         self.writer.close(err.message());
-        self.transport.shutdown();
         self.idle.notify_waiters();
         self.closed.send_replace(Some(err));
+        true
     }
 }

@@ -325,7 +325,19 @@ async fn background_flush(w: std::sync::Weak<Writer>, stalled: Arc<Notify>) {
         while writer.take_batch(&mut batch) {
             while !batch.is_empty() {
                 let slices: Vec<IoSlice<'_>> = batch.iter().map(|b| IoSlice::new(b)).collect();
-                let r = std::future::poll_fn(|cx| writer.transport.poll_write(cx, &slices)).await;
+                // Also wakes when the writer is closed: the connection's
+                // end may release the socket, and its readiness with it.
+                let r = loop {
+                    let closed = writer.drained.notified();
+                    if writer.q.lock().unwrap().closed.is_some() {
+                        return;
+                    }
+                    tokio::select! {
+                        biased;
+                        r = std::future::poll_fn(|cx| writer.transport.poll_write(cx, &slices)) => break r,
+                        _ = closed => {}
+                    }
+                };
                 drop(slices);
                 match r {
                     Ok(0) | Err(_) => {

@@ -63,6 +63,25 @@ pub(super) fn send(fd: RawFd, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
     Ok(n as usize)
 }
 
+/// Releases the socket behind `fd` while keeping the number taken: a
+/// fresh unconnected socket is put in its place (`dup3`), so the socket is
+/// closed now (a peer still writing gets a reset, not a full buffer), and
+/// the number cannot be reused by another file before the owner closes it
+/// on drop. Reads and writes on it then fail with `ENOTCONN`. The old
+/// socket leaves the reactor's epoll set as it closes.
+pub(super) fn release(fd: RawFd) {
+    // SAFETY: plain system calls on a descriptor we own and one we create
+    // and close here.
+    unsafe {
+        libc::shutdown(fd, libc::SHUT_RDWR);
+        let blank = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if blank >= 0 {
+            libc::dup3(blank, fd, libc::O_CLOEXEC);
+            libc::close(blank);
+        }
+    }
+}
+
 impl<S: AsRawFd + Send + Sync + 'static> Transport for FdTransport<S> {
     fn try_read(&self, buf: &mut BytesMut) -> io::Result<usize> {
         recv(self.io.as_raw_fd(), buf)
@@ -101,6 +120,10 @@ impl<S: AsRawFd + Send + Sync + 'static> Transport for FdTransport<S> {
     fn shutdown_write(&self) {
         // SAFETY: as in shutdown.
         unsafe { libc::shutdown(self.io.as_raw_fd(), libc::SHUT_WR) };
+    }
+
+    fn release(&self) {
+        release(self.io.as_raw_fd());
     }
 
     fn describe(&self) -> String {

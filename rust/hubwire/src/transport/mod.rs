@@ -57,6 +57,16 @@ pub trait Transport: Send + Sync + 'static {
     /// of stream, and we can still read what it sends back.
     fn shutdown_write(&self);
 
+    /// Closes both directions and releases what the transport holds in the
+    /// kernel (the socket's descriptor) now, though this object lives on:
+    /// a peer still writing then gets an error instead of filling a buffer
+    /// no one reads. Reads and writes fail afterwards. Called once a
+    /// connection has ended (`spec/PROTOCOL.md` §7.3). The default only
+    /// shuts down; the descriptor then goes when the object is dropped.
+    fn release(&self) {
+        self.shutdown();
+    }
+
     /// A short description for logs and error messages (`unix:/tmp/x.sock`).
     fn describe(&self) -> String;
 }

@@ -405,6 +405,11 @@ impl Transport for TlsTransport {
         self.close(libc::SHUT_WR);
     }
 
+    fn release(&self) {
+        self.close(libc::SHUT_RDWR);
+        super::fd::release(self.io.as_raw_fd());
+    }
+
     fn describe(&self) -> String {
         self.label.clone()
     }
