@@ -13,7 +13,6 @@
 //!   authenticates connections another way (a client certificate) picks
 //!   trusted options per connection with [`crate::hub::Serving::options`].
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use hubwire::frame::hello::MAX_TOKEN;
@@ -27,9 +26,8 @@ pub const TOKEN_ENV: &str = "HUBWIRE_TOKEN";
 /// Refused (with why, never with the token) if group or others have any
 /// access to it, or if the token is empty or longer than 4096 bytes.
 pub fn read_token_file(path: &Path) -> Result<Token, String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
+    let open = crate::trust::private_mode(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if let Some(mode) = open {
         return Err(format!("{} is accessible by group or others (mode {mode:04o}); make it private: chmod 600", path.display()));
     }
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
@@ -73,6 +71,7 @@ pub fn bearer_matches(header: Option<&[u8]>, token: &Token) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn the_bearer_scheme_is_case_blind_and_the_token_exact() {

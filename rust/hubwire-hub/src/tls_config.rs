@@ -94,20 +94,13 @@ fn err(file: &Path, at: &Located<PathBuf>, message: String) -> ConfigError {
 /// TLS acceptor the network listeners share. `file` is the config file,
 /// for errors.
 pub fn acceptor(file: &Path, t: &TlsSection) -> Result<tls::Acceptor, ConfigError> {
-    use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(&t.key.value)
-        .map_err(|e| err(file, &t.key, format!("[hub.tls] key = {:?}: cannot read it: {e}", t.key.value.display())))?
-        .permissions()
-        .mode();
-    if mode & 0o077 != 0 {
+    let open = crate::trust::private_mode(&t.key.value)
+        .map_err(|e| err(file, &t.key, format!("[hub.tls] key = {:?}: cannot read it: {e}", t.key.value.display())))?;
+    if let Some(mode) = open {
         return Err(err(
             file,
             &t.key,
-            format!(
-                "[hub.tls] key = {:?}: mode {:o} lets group or others read it; chmod 600 it (or 400)",
-                t.key.value.display(),
-                mode & 0o777
-            ),
+            format!("[hub.tls] key = {:?}: mode {:o} lets group or others read it; chmod 600 it (or 400)", t.key.value.display(), mode),
         ));
     }
     let cert = read(file, "cert", &t.cert)?;

@@ -2,7 +2,9 @@
 //! the hub runs, so whoever can change it can make the hub run anything
 //! with the hub's rights. A config writable by group or others, or reached
 //! through a symlink owned by another user (who can point it anywhere), is
-//! refused unless `--allow-insecure-config` says it is meant.
+//! refused unless `--allow-insecure-config` says it is meant. Secrets the
+//! config names (a token file, a TLS key) must be private to the hub's
+//! user ([`private_mode`]).
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -50,6 +52,14 @@ fn shown(given: &Path, at: &PathBuf) -> String {
     } else {
         format!("the config's target {}", at.display())
     }
+}
+
+/// The permission bits of a secret file (`token_file`, `[hub.tls] key`)
+/// when group or others have any access to it (`Ok(Some(mode))`: refuse
+/// it), `Ok(None)` when it is private to its owner.
+pub fn private_mode(path: &Path) -> std::io::Result<Option<u32>> {
+    let mode = std::fs::metadata(path)?.mode() & 0o777;
+    Ok((mode & 0o077 != 0).then_some(mode))
 }
 
 /// A group by name or number.
