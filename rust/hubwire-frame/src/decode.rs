@@ -10,6 +10,7 @@
 use bytes::{Buf, Bytes, BytesMut};
 
 use crate::frame::{Codec, FrameType, Kind, DEFAULT_MAX_FRAME, HEADER_LEN, VERSION};
+use crate::direct::{self, DirectOffer};
 use crate::{Code, Frame, FrameError, Hello};
 
 /// Turns a byte stream into frames. Holds only the limits; the caller owns
@@ -18,6 +19,8 @@ use crate::{Code, Frame, FrameError, Hello};
 pub struct Decoder {
     max_frame: u32,
     version: u8,
+    /// Both peers sent `direct` (§14.1): DIRECT and ACCEPT are known types.
+    direct: bool,
 }
 
 impl Default for Decoder {
@@ -29,7 +32,7 @@ impl Default for Decoder {
 impl Decoder {
     /// A decoder refusing bodies over `max_frame` bytes.
     pub fn new(max_frame: u32) -> Decoder {
-        Decoder { max_frame, version: VERSION }
+        Decoder { max_frame, version: VERSION, direct: false }
     }
 
     /// The limit on body length.
@@ -41,6 +44,12 @@ impl Decoder {
     /// HELLO frames must always carry version 1.
     pub fn set_version(&mut self, version: u8) {
         self.version = version;
+    }
+
+    /// Makes DIRECT and ACCEPT known types (both peers sent `direct`,
+    /// §14.2); to any other decoder they are unknown.
+    pub fn set_direct(&mut self, on: bool) {
+        self.direct = on;
     }
 
     /// The cheap completeness check: `Ok(None)` if `buf` does not yet hold a
@@ -63,7 +72,7 @@ impl Decoder {
                 format!("frame body of {body_len} bytes exceeds the limit of {} bytes", self.max_frame),
             ));
         }
-        let Some(ty) = FrameType::from_u8(ty) else {
+        let Some(ty) = FrameType::from_u8(ty).filter(|t| self.direct || !t.needs_direct()) else {
             return Err(FrameError::protocol(format!("unknown frame type 0x{ty:02x}")));
         };
         if Codec::from_u8(codec).is_none() {
@@ -166,6 +175,8 @@ fn parse_body(h: &[u8], mut body: Bytes) -> Result<Frame, FrameError> {
             }
             Frame::Credit { call_id, credit }
         }
+        FrameType::Direct => Frame::Direct(Box::new(direct::parse::<DirectOffer>("DIRECT", &body)?.check()?)),
+        FrameType::Accept => Frame::Accept(direct::parse("ACCEPT", &body)?),
         FrameType::Ping | FrameType::Pong => {
             exact(&body, 8)?;
             let mut data = [0u8; 8];

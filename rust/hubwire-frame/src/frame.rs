@@ -17,6 +17,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use crate::direct::{AcceptBody, DirectOffer};
 use crate::{Code, Hello};
 
 /// Length of the fixed frame header.
@@ -50,6 +51,10 @@ pub enum FrameType {
     Pong = 0x09,
     /// The sender is draining or closing.
     Goaway = 0x0A,
+    /// A hub tells a client of a direct connection (§14.2).
+    Direct = 0x0D,
+    /// A hub hands a replica a connection to serve (§14.2).
+    Accept = 0x0E,
 }
 
 impl FrameType {
@@ -67,6 +72,8 @@ impl FrameType {
             0x08 => Ping,
             0x09 => Pong,
             0x0A => Goaway,
+            0x0D => Direct,
+            0x0E => Accept,
             _ => return None,
         })
     }
@@ -74,7 +81,13 @@ impl FrameType {
     /// Whether `call_id` must be 0 (connection-level frames). GOAWAY is
     /// neither: its `call_id` is the last id seen.
     pub(crate) fn connection_level(self) -> bool {
-        matches!(self, FrameType::Hello | FrameType::Ping | FrameType::Pong)
+        matches!(self, FrameType::Hello | FrameType::Ping | FrameType::Pong | FrameType::Direct | FrameType::Accept)
+    }
+
+    /// Whether the type exists only between peers that both sent `direct`
+    /// in HELLO (§14.2).
+    pub fn needs_direct(self) -> bool {
+        matches!(self, FrameType::Direct | FrameType::Accept)
     }
 
     /// Whether `call_id` must be non-zero.
@@ -242,6 +255,10 @@ pub enum Frame {
         /// Human-readable detail.
         message: String,
     },
+    /// A direct connection for the client (§14.3).
+    Direct(Box<DirectOffer>),
+    /// A connection for the replica to serve (§14.4).
+    Accept(AcceptBody),
 }
 
 impl Frame {
@@ -258,6 +275,8 @@ impl Frame {
             Frame::Ping { .. } => FrameType::Ping,
             Frame::Pong { .. } => FrameType::Pong,
             Frame::Goaway { .. } => FrameType::Goaway,
+            Frame::Direct(_) => FrameType::Direct,
+            Frame::Accept(_) => FrameType::Accept,
         }
     }
 
@@ -300,6 +319,8 @@ impl Frame {
                 put_header(dst, FrameType::Goaway, 0, 0, *last_id, 3 + message.len());
                 put_status(dst, *code, message);
             }
+            Frame::Direct(o) => put_json(dst, FrameType::Direct, &**o),
+            Frame::Accept(a) => put_json(dst, FrameType::Accept, a),
         }
     }
 
@@ -309,6 +330,12 @@ impl Frame {
         self.encode(&mut b);
         b.freeze()
     }
+}
+
+fn put_json(dst: &mut BytesMut, ty: FrameType, body: &impl serde::Serialize) {
+    let body = serde_json::to_vec(body).expect("a direct-path body always serializes");
+    put_header(dst, ty, 0, 0, 0, body.len());
+    dst.put_slice(&body);
 }
 
 /// Whether call id `id` was started after `last` by the same peer, in the

@@ -76,6 +76,10 @@ pub struct Hello {
     /// The dialer's credential (§4.4); an acceptor never sends one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<Token>,
+    /// The direct path through a hub (`spec/PROTOCOL.md` §14.1): the
+    /// version of it the sender implements (1), or `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direct: Option<u32>,
 }
 
 /// The longest `token` a HELLO may carry, in bytes (§4.4).
@@ -129,6 +133,7 @@ impl Hello {
             max_calls: DEFAULT_MAX_CALLS,
             methods: Vec::new(),
             token: None,
+            direct: None,
         }
     }
 
@@ -162,6 +167,9 @@ impl Hello {
         }
         if self.max_calls == 0 {
             return bad("max_calls must be >= 1".into());
+        }
+        if self.direct == Some(0) {
+            return bad("direct must be >= 1".into());
         }
         if let Some(t) = &self.token {
             if t.0.is_empty() || t.0.len() > MAX_TOKEN {
@@ -206,8 +214,8 @@ impl Hello {
 /// this does not recognize are left for the typed parse to refuse.
 fn normalize(v: &mut Value) -> Result<(), String> {
     let Some(top) = v.as_object_mut() else { return Ok(()) };
-    drop_nulls(top, &["max_frame", "window", "max_calls", "methods"]);
-    for k in ["max_frame", "window", "max_calls"] {
+    drop_nulls(top, &["max_frame", "window", "max_calls", "methods", "direct"]);
+    for k in ["max_frame", "window", "max_calls", "direct"] {
         top.get_mut(k).map(integral);
     }
     if let Some(Value::Array(vs)) = top.get_mut("versions") {

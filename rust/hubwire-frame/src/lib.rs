@@ -14,12 +14,14 @@
 
 pub mod codes;
 pub mod decode;
+pub mod direct;
 pub mod error;
 pub mod frame;
 pub mod hello;
 
 pub use codes::Code;
 pub use decode::Decoder;
+pub use direct::{AcceptBody, DirectOffer, Via};
 pub use error::FrameError;
 pub use frame::{id_after, Codec, Frame, FrameType, Kind, DEFAULT_MAX_FRAME, HEADER_LEN, VERSION};
 pub use hello::{negotiate, Hello, MethodInfo, PeerInfo, Token, HELLO_LIMIT};

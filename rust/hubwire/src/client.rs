@@ -11,6 +11,7 @@ use tokio::sync::{oneshot, Semaphore};
 
 use crate::codec::{Codec, Message, Payload};
 use crate::connection::Connection;
+use crate::direct::routed;
 use crate::engine::{self, OutSink, StreamIn};
 use crate::errors::{Code, Error};
 use crate::stream::{CallGuard, ItemSink, ItemStream};
@@ -153,6 +154,10 @@ impl Connection {
     /// A unary call with a payload as it goes on the wire (for routers that
     /// do not decode, like the hub).
     pub async fn call_payload(&self, method: &str, input: Payload, opts: &CallOptions) -> Result<Payload, Error> {
+        routed!(self, method, |c| c.call_payload_on(method, input.clone(), opts))
+    }
+
+    async fn call_payload_on(&self, method: &str, input: Payload, opts: &CallOptions) -> Result<Payload, Error> {
         let (tx, rx) = oneshot::channel();
         let sink = OutSink::Once(tx);
         let started = self.begin(method, Kind::Unary, &input, opts, sink, None, None).await?;
@@ -161,6 +166,10 @@ impl Connection {
 
     /// Calls a server-streaming method: one input, a stream of outputs.
     pub async fn server_stream<I: Message, O: Message>(&self, method: &str, input: &I, opts: &CallOptions) -> Result<ItemStream<O>, Error> {
+        routed!(self, method, |c| c.server_stream_on(method, input, opts))
+    }
+
+    async fn server_stream_on<I: Message, O: Message>(&self, method: &str, input: &I, opts: &CallOptions) -> Result<ItemStream<O>, Error> {
         let codec = I::codec_for(opts.codec.unwrap_or(Codec::Msgpack));
         let bytes = input.encode(codec).map_err(|e| Error::invalid_argument(format!("cannot encode input: {e}")))?;
         let (tx, stream) = StreamIn::new(self.core().local.window);
@@ -171,6 +180,10 @@ impl Connection {
 
     /// Calls a client-streaming method.
     pub async fn client_stream<I: Message, O: Message>(&self, method: &str, opts: &CallOptions) -> Result<ClientStream<I, O>, Error> {
+        routed!(self, method, |c| c.client_stream_on(method, opts))
+    }
+
+    async fn client_stream_on<I: Message, O: Message>(&self, method: &str, opts: &CallOptions) -> Result<ClientStream<I, O>, Error> {
         let (tx, rx) = oneshot::channel();
         let credit = Arc::new(Semaphore::new(self.peer().window as usize));
         let started = self.begin(method, Kind::ClientStream, &empty(opts), opts, OutSink::Once(tx), Some(credit.clone()), None).await?;
@@ -181,6 +194,10 @@ impl Connection {
     /// Calls a bidirectional method: a sink for inputs (call `end` when
     /// done) and a stream of outputs.
     pub async fn bidi<I: Message, O: Message>(&self, method: &str, opts: &CallOptions) -> Result<(ItemSink<I>, ItemStream<O>), Error> {
+        routed!(self, method, |c| c.bidi_on(method, opts))
+    }
+
+    async fn bidi_on<I: Message, O: Message>(&self, method: &str, opts: &CallOptions) -> Result<(ItemSink<I>, ItemStream<O>), Error> {
         let (tx, stream) = StreamIn::new(self.core().local.window);
         let credit = Arc::new(Semaphore::new(self.peer().window as usize));
         let window = Some(stream.window.clone());
@@ -193,6 +210,10 @@ impl Connection {
     /// (server_stream, bidi), and for unary and client_stream the single
     /// response. Dropping every part before the end cancels the call.
     pub async fn call_any(&self, method: &str, kind: Kind, input: Payload, opts: &CallOptions) -> Result<AnyCall, Error> {
+        routed!(self, method, |c| c.call_any_on(method, kind, input.clone(), opts))
+    }
+
+    async fn call_any_on(&self, method: &str, kind: Kind, input: Payload, opts: &CallOptions) -> Result<AnyCall, Error> {
         let credit = kind.streams_in().then(|| Arc::new(Semaphore::new(self.peer().window as usize)));
         let (out, once, stream) = if kind.streams_out() {
             let (tx, stream) = StreamIn::new(self.core().local.window);

@@ -6,11 +6,12 @@
 //! `client.rs`, and offer ours by opening it with
 //! [`ConnectionOptions::service`].
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use hubwire_frame::Hello;
 
+use crate::direct::DirectRoutes;
 use crate::engine::{self, ConnectionOptions, Core};
 use crate::errors::Error;
 use crate::transport::{DynTransport, Transport};
@@ -23,8 +24,10 @@ pub struct Connection {
 }
 
 /// Ends the connection when the last [`Connection`] clone goes.
-struct Handle {
+pub(crate) struct Handle {
     core: Arc<Core>,
+    /// A client's direct connections through a hub (`direct.rs`).
+    direct: Option<Arc<DirectRoutes>>,
 }
 
 impl Drop for Handle {
@@ -48,12 +51,33 @@ impl Connection {
     /// [`Connection::dial`] (`dialer`) or [`Connection::accept`] over a
     /// shared transport.
     pub async fn start(transport: DynTransport, options: &ConnectionOptions, dialer: bool) -> Result<Connection, Error> {
-        let core = engine::open(transport, options, dialer).await?;
-        Ok(Connection { handle: Arc::new(Handle { core }) })
+        if !(options.direct && dialer && options.handoff.is_none()) {
+            let core = engine::open(transport, options, dialer).await?;
+            return Ok(Connection { handle: Arc::new(Handle { core, direct: None }) });
+        }
+        // A client asking for the direct path: its DIRECT frames feed its routes.
+        let (routes, hook) = DirectRoutes::new(options);
+        let mut options = options.clone();
+        options.handoff = Some(hook);
+        let core = engine::open(transport, &options, dialer).await?;
+        Ok(Connection { handle: Arc::new(Handle { core, direct: Some(routes) }) })
     }
 
     pub(crate) fn core(&self) -> &Arc<Core> {
         &self.handle.core
+    }
+
+    pub(crate) fn from_handle(handle: Arc<Handle>) -> Connection {
+        Connection { handle }
+    }
+
+    /// A handle that does not keep the connection open.
+    pub(crate) fn downgrade(&self) -> Weak<Handle> {
+        Arc::downgrade(&self.handle)
+    }
+
+    pub(crate) fn direct_routes(&self) -> Option<&Arc<DirectRoutes>> {
+        self.handle.direct.as_ref()
     }
 
     /// The peer's HELLO: its identity, limits and methods.

@@ -17,6 +17,8 @@
 //! | `provider` | API | [`Provider`]: handlers by name, failures vs defects; serve a listener, a transport, a parent |
 //! | `client` | API | calling: unary, server/client/bidi streams, deadlines |
 //! | `stream` | API | [`ItemStream`] and [`ItemSink`]: the two halves of a flow-controlled stream |
+//! | [`direct`] | API | the direct path through a hub: a client's routes to provider replicas, a hub's hooks to offer them |
+//! | `direct_serve` | API | a child provider's half of the direct path: serving handed-over connections, reporting their calls |
 //! | `connection` | API | [`Connection`]: dial, accept, ping, close, drain |
 //! | [`testing`] | API | a client and a service connected in memory, for tests |
 //! | `engine` | engine | the protocol: handshake, reader, writer, call table, credit, the serving seam ([`Service`], [`Incoming`]), [`ConnectionOptions`], [`wait`] modes |
@@ -44,6 +46,8 @@ mod client;
 pub mod codec;
 mod connection;
 mod context;
+pub mod direct;
+mod direct_serve;
 mod engine;
 pub mod errors;
 mod one_value;

@@ -23,6 +23,7 @@ use serde_json::Value;
 use crate::codec::{Codec, Message, Payload};
 use crate::connection::Connection;
 use crate::context::CallContext;
+use crate::direct_serve::DirectServe;
 use crate::engine::{ConnectionOptions, Incoming, ServeFuture, Service};
 use crate::errors::{Code, Error};
 use crate::stream::{ItemSink, ItemStream};
@@ -216,12 +217,21 @@ impl Provider {
     /// In a child process started by a hubwire parent (`spec/PROTOCOL.md`
     /// §10): serves these methods to the parent until it goes away. Fails
     /// if `HUBWIRE_FD` is not set.
+    ///
+    /// It also takes the direct path (§14): it sends `direct` in its HELLO,
+    /// serves the connections a hub hands it (ACCEPT) with these methods,
+    /// reports their calls to the hub, and when the parent goes, drains
+    /// them briefly before returning (`direct_serve.rs`).
     pub async fn serve_child(self, options: ConnectionOptions) -> Result<(), Error> {
         let t = transport::child::from_env()
             .map_err(|e| Error::unavailable(format!("cannot open the parent's socket: {e}")))?
             .ok_or_else(|| Error::unavailable("HUBWIRE_FD is not set: this program must be started by a hubwire parent"))?;
-        let conn = Connection::accept(t, &options.service(self)).await?;
+        let direct = Arc::new(DirectServe::default());
+        let conn = Connection::accept(t, &direct.options(options, Arc::new(self))).await?;
+        let reports = tokio::spawn(direct.clone().report(conn.clone()));
         conn.closed().await;
+        reports.abort();
+        direct.drain().await;
         Ok(())
     }
 }

@@ -27,12 +27,21 @@ use crate::transport::DynTransport;
 pub(crate) async fn open(transport: DynTransport, options: &ConnectionOptions, dialer: bool) -> Result<Arc<Core>, Error> {
     let writer = Writer::new(transport.clone(), options.write_queue);
     let local = options.hello(dialer);
+    if local.direct.is_some() {
+        // From the first read: a descriptor read with plain recv is lost
+        // (§14.2).
+        transport.accept_fds(super::direct::FD_QUEUE);
+    }
     let gate = if dialer { None } else { options.require_token.as_ref() };
     let (peer, buf, version) = exchange(&transport, &writer, &local, options, gate).await?;
     let mut decoder = Decoder::new(options.max_frame);
     decoder.set_version(version as u8);
+    decoder.set_direct(local.direct.is_some() && peer.direct.is_some());
     let low_latency = matches!(options.wait, WaitMode::LowLatency { .. });
     let core = Arc::new(Core::new(transport, writer, local, peer, dialer, low_latency));
+    if let Some(hook) = &options.handoff {
+        let _ = core.direct.set(hook.clone());
+    }
     tokio::spawn(reader::run(core.clone(), options.service.clone(), options.wait, options.write_stall_timeout, buf, decoder));
     Ok(core)
 }

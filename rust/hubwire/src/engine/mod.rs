@@ -12,6 +12,7 @@
 //! | `writer` | the write queue: batched, vectored, inline flush |
 //! | `calls` | the call table: calls we started, calls we serve, ids |
 //! | `credit` | [`RecvWindow`]: the credit this side grants for a stream it receives |
+//! | `direct` | the direct path's frames (§14): DIRECT and ACCEPT sent with a descriptor, received into a [`DirectHook`] |
 //! | `serve` | the serving seam: [`Service`], [`Incoming`], and the protocol half of serving a REQUEST |
 //! | `options` | [`ConnectionOptions`]: how a connection presents itself and its limits |
 //! | [`wait`] | [`WaitMode`]: efficient vs low-latency (adaptive spin) |
@@ -22,6 +23,7 @@
 
 mod calls;
 mod credit;
+mod direct;
 mod handshake;
 mod options;
 mod reader;
@@ -32,6 +34,7 @@ mod writer;
 
 pub(crate) use calls::{Event, OutSink, StreamIn};
 pub(crate) use credit::RecvWindow;
+pub use direct::{DirectHook, Handoff};
 pub(crate) use handshake::open;
 pub use options::ConnectionOptions;
 pub use serve::{Incoming, ServeFuture, Service};

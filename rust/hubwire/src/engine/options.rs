@@ -48,6 +48,14 @@ pub struct ConnectionOptions {
     /// As the acceptor: the token the dialer must send; without it (or
     /// with another) it gets GOAWAY `unauthenticated` and never our HELLO.
     pub require_token: Option<Token>,
+    /// The direct path through a hub (`spec/PROTOCOL.md` §14): send
+    /// `direct` in our HELLO. On a client's connection to a hub that
+    /// offers it, calls then go straight to provider replicas (see
+    /// `Connection::dial`); off by default.
+    pub direct: bool,
+    /// Where DIRECT and ACCEPT frames go, set by the runtime itself (the
+    /// client's routes, a child provider's serving of ACCEPT).
+    pub(crate) handoff: Option<super::direct::DirectHook>,
 }
 
 impl ConnectionOptions {
@@ -67,7 +75,16 @@ impl ConnectionOptions {
             service: None,
             token: None,
             require_token: None,
+            direct: false,
+            handoff: None,
         }
+    }
+
+    /// Asks for the direct path through a hub (`spec/PROTOCOL.md` §14):
+    /// see [`ConnectionOptions::direct`].
+    pub fn direct(mut self, on: bool) -> ConnectionOptions {
+        self.direct = on;
+        self
     }
 
     /// Sets the waiting mode.
@@ -133,6 +150,7 @@ impl ConnectionOptions {
         if dialer {
             h.token = self.token.clone();
         }
+        h.direct = self.direct.then_some(1);
         h.fit();
         h
     }

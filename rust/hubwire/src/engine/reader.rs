@@ -308,6 +308,10 @@ fn route(core: &Arc<Core>, frame: Frame) -> Result<(), FrameError> {
         }
         Frame::Goaway { last_id, code, message } => on_goaway(core, last_id, code, message),
         Frame::Hello(_) => Err(FrameError::protocol("unexpected second HELLO")),
+        f @ (Frame::Direct(_) | Frame::Accept(_)) => {
+            super::direct::on_frame(core, f);
+            Ok(())
+        }
     }
 }
 

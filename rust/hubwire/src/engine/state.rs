@@ -39,6 +39,8 @@ pub(crate) struct Core {
     pub(crate) closed: watch::Sender<Option<Error>>,
     /// Signalled when a draining connection runs out of calls.
     pub(crate) idle: Notify,
+    /// Where DIRECT and ACCEPT frames go (`direct.rs`), set once at open.
+    pub(crate) direct: std::sync::OnceLock<super::direct::DirectHook>,
 }
 
 /// A call this side started, between its REQUEST and its end.
@@ -64,6 +66,7 @@ impl Core {
             low_latency,
             closed: watch::channel(None).0,
             idle: Notify::new(),
+            direct: std::sync::OnceLock::new(),
         }
     }
 

@@ -1,0 +1,75 @@
+//! The engine's half of the direct path (`spec/PROTOCOL.md` §14): sending
+//! DIRECT and ACCEPT with a descriptor attached to the first byte of the
+//! frame, and handing the ones received, with the descriptor each takes,
+//! to the API's hook ([`DirectHook`]). What a client or a replica then does
+//! with them (dial, serve, route) lives above the engine (`direct.rs`,
+//! `direct_serve.rs`).
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+
+use hubwire_frame::{AcceptBody, DirectOffer, Frame, Via};
+
+use super::state::Core;
+use crate::errors::Error;
+
+/// The most descriptors a connection keeps received and not yet taken
+/// (§14.2); one more is closed.
+pub const FD_QUEUE: usize = 8;
+
+/// A DIRECT or ACCEPT frame as received, with its descriptor.
+pub enum Handoff {
+    /// A direct connection offered to a client; `fd` with `via: fd`.
+    Direct {
+        /// The frame's body.
+        offer: DirectOffer,
+        /// The client's end of the socketpair, when the frame carried one.
+        fd: Option<OwnedFd>,
+    },
+    /// A connection for a replica to serve.
+    Accept {
+        /// The frame's body.
+        body: AcceptBody,
+        /// The connection.
+        fd: OwnedFd,
+    },
+}
+
+/// Where a connection's DIRECT and ACCEPT frames go. Runs on the reader:
+/// it must not wait (it spawns what takes time).
+pub type DirectHook = Arc<dyn Fn(Handoff) + Send + Sync>;
+
+impl Core {
+    /// Sends DIRECT or ACCEPT, with `fd` attached to the first byte of the
+    /// frame (`Writer::push_alone`). Waits for the frames queued before it
+    /// to leave, so it must not run on the reader.
+    pub(crate) async fn hand_over(&self, frame: &Frame, fd: Option<&OwnedFd>) -> Result<(), Error> {
+        let fds: Vec<_> = fd.iter().map(|f| f.as_fd()).collect();
+        self.writer.push_alone(&frame.to_bytes(), &fds, || {}).await.map_err(|r| Error::unavailable(format!("connection closed: {r}")))
+    }
+}
+
+/// The reader's handling of a DIRECT or ACCEPT: takes the frame's
+/// descriptor off the transport's queue and calls the hook; without a
+/// hook, or without the descriptor an ACCEPT needs, the frame is dropped
+/// (and its descriptor closed).
+pub(crate) fn on_frame(core: &Core, frame: Frame) {
+    let handoff = match frame {
+        Frame::Direct(offer) => {
+            let fd = if offer.via == Via::Fd { core.transport.take_fd() } else { None };
+            if offer.via == Via::Fd && fd.is_none() {
+                return tracing::warn!(peer = %core.transport.describe(), "DIRECT without a descriptor: ignored");
+            }
+            Handoff::Direct { offer: *offer, fd }
+        }
+        Frame::Accept(body) => match core.transport.take_fd() {
+            Some(fd) => Handoff::Accept { body, fd },
+            None => return tracing::warn!(peer = %core.transport.describe(), "ACCEPT without a descriptor: ignored"),
+        },
+        _ => unreachable!("only DIRECT and ACCEPT come here"),
+    };
+    match core.direct.get() {
+        Some(hook) => hook(handoff),
+        None => tracing::debug!(peer = %core.transport.describe(), "a direct-path frame on a connection that takes none: dropped"),
+    }
+}
