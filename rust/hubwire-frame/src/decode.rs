@@ -9,8 +9,8 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use crate::frame::{Codec, FrameType, Kind, DEFAULT_MAX_FRAME, HEADER_LEN, VERSION};
 use crate::direct::{self, DirectOffer};
+use crate::frame::{Codec, FrameType, Kind, DEFAULT_MAX_FRAME, HEADER_LEN, VERSION};
 use crate::{Code, Frame, FrameError, Hello};
 
 /// Turns a byte stream into frames. Holds only the limits; the caller owns

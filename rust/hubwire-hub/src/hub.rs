@@ -76,7 +76,7 @@ impl Clients {
     ) {
         let _ticket = ticket;
         let hub = if trusted { &self.trusted } else { &self.untrusted };
-        let config = config.service(hub.for_client());
+        let config = config.service(hub.for_client()).direct(hub.direct);
         let label = t.describe();
         tracing::debug!(client = %label, trusted, "client connected");
         let (activity, t, config) = Activity::watch(t, config);
@@ -178,7 +178,9 @@ fn hub_service(reg: &Arc<Registry>, name: &str, limits: &HubLimits, trusted: boo
         })
         .describe(METHODS_METHOD, own_schemas::no_input(), own_schemas::methods_output(), None)
         .doc(METHODS_METHOD, "Every routed method with its kind, provider and description");
-    HubService { own: Arc::new(own), registry: reg.clone(), limits: limits.clone(), client: Arc::new(ClientQueue::new(0, 0)) }
+    // Trusted clients may take the direct path (spec §14.1).
+    let direct = trusted;
+    HubService { own: Arc::new(own), registry: reg.clone(), limits: limits.clone(), client: Arc::new(ClientQueue::new(0, 0)), direct }
 }
 
 /// Runs the hub until SIGTERM or SIGINT, then shuts it down in order.

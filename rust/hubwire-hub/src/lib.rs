@@ -37,6 +37,7 @@ pub mod admit;
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod direct;
 pub mod gateway;
 mod group;
 pub mod http_guard;

@@ -17,6 +17,7 @@ use hubwire::{Connection, MethodInfo};
 use tokio::sync::{Notify, Semaphore};
 
 use crate::config::ProviderConfig;
+use crate::direct::DirectCounts;
 use crate::metrics::Metrics;
 
 /// Method names starting with this are the hub's own.
@@ -93,6 +94,8 @@ pub struct Replica {
     /// Set when this run of the replica was found hung, and why, so that
     /// its failed calls can say so; cleared when it starts again.
     pub hung: Mutex<Option<String>>,
+    /// What it served over direct connections, as it reported (`direct`).
+    pub direct: DirectCounts,
 }
 
 impl Replica {
@@ -112,6 +115,7 @@ impl Replica {
             progress: Mutex::new(HashMap::new()),
             next_call: AtomicU64::new(0),
             hung: Mutex::new(None),
+            direct: DirectCounts::default(),
         }
     }
 

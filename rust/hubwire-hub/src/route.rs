@@ -45,6 +45,8 @@ pub struct HubService {
     pub limits: HubLimits,
     /// What this connection has waiting in the hub.
     pub client: Arc<ClientQueue>,
+    /// Its clients may take the direct path (they are trusted, §14.1).
+    pub direct: bool,
 }
 
 impl HubService {
@@ -65,6 +67,9 @@ impl Service for HubService {
     fn call(&self, call: Incoming) -> Result<ServeFuture, Error> {
         if self.own.has(call.method()) {
             return self.own.call(call);
+        }
+        if crate::direct::is_offer(call.method()) {
+            return crate::direct::offer(&self.registry, self.direct, call);
         }
         let this = self.clone();
         Ok(Box::pin(async move { dispatch(&this, Routed::new(call)).await }))

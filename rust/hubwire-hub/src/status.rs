@@ -93,6 +93,16 @@ pub struct ReplicaStatus {
     pub last_exit: Option<String>,
     /// Its last stderr lines.
     pub stderr: Vec<String>,
+    /// Calls it answered over direct connections (spec §14.5), as it
+    /// reported them; not in `calls`.
+    #[serde(default)]
+    pub direct_calls: u64,
+    /// Of those, answered with an error.
+    #[serde(default)]
+    pub direct_errors: u64,
+    /// Direct connections it serves now.
+    #[serde(default)]
+    pub direct_open: u64,
 }
 
 /// One routed method.
@@ -146,6 +156,10 @@ pub fn status(reg: &Registry, hub: &str) -> Status {
                         p99_us: us(0.99),
                         last_exit: st.last_exit.as_deref().map(cut),
                         stderr: st.stderr.iter().map(|l| cut(l)).collect(),
+                        direct_calls: r.direct.calls.load(Ordering::Relaxed),
+                        direct_errors: r.direct.errors.load(Ordering::Relaxed),
+                        // Its direct connections end with its run.
+                        direct_open: if st.phase == Phase::Ready { r.direct.open.load(Ordering::Relaxed) } else { 0 },
                     }
                 })
                 .collect(),
@@ -198,12 +212,21 @@ pub fn human_us(us: Option<u64>) -> String {
     }
 }
 
+/// The DIRECT column: calls answered over direct connections, their
+/// errors, and the connections open (`-` when there were none).
+fn direct_cell(r: &ReplicaStatus) -> String {
+    if r.direct_calls == 0 && r.direct_open == 0 {
+        return "-".into();
+    }
+    format!("{} ({} err, {} open)", r.direct_calls, r.direct_errors, r.direct_open)
+}
+
 /// The status as a table, one row per replica, then the reasons and last
 /// stderr lines of failed replicas; peer-supplied text is shown with its
 /// control characters escaped.
 pub fn table(s: &Status) -> String {
     let mut rows =
-        vec![["PROVIDER", "REPLICA", "PID", "STATE", "RESTARTS", "IN FLIGHT", "CALLS", "ERRORS", "P50", "P99"].map(String::from)];
+        vec![["PROVIDER", "REPLICA", "PID", "STATE", "RESTARTS", "IN FLIGHT", "CALLS", "ERRORS", "P50", "P99", "DIRECT"].map(String::from)];
     for p in &s.providers {
         for r in &p.replicas {
             rows.push([
@@ -217,10 +240,11 @@ pub fn table(s: &Status) -> String {
                 r.errors.to_string(),
                 human_us(r.p50_us),
                 human_us(r.p99_us),
+                direct_cell(r),
             ]);
         }
     }
-    let mut widths = [0; 10];
+    let mut widths = [0; 11];
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());

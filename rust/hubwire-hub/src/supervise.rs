@@ -47,7 +47,10 @@ pub fn start(reg: &Arc<Registry>, config: &ConnectionOptions) -> Vec<tokio::task
     let mut tasks = Vec::new();
     for p in &reg.providers {
         for r in &p.replicas {
-            tasks.push(tokio::spawn(supervise(reg.clone(), p.clone(), r.clone(), config.clone())));
+            // `direct` in its HELLO, and `hubwire.report` served, for the
+            // direct path's counts (spec §14.5).
+            let config = config.clone().direct(true).service(crate::direct::reports(r));
+            tasks.push(tokio::spawn(supervise(reg.clone(), p.clone(), r.clone(), config)));
         }
     }
     tasks

@@ -114,8 +114,7 @@ impl DirectRoutes {
     pub(crate) fn new(options: &ConnectionOptions) -> (Arc<DirectRoutes>, DirectHook) {
         let mut dial = options.clone();
         (dial.direct, dial.handoff, dial.service, dial.token) = (false, None, None, None);
-        let routes =
-            Arc::new(DirectRoutes { routes: Mutex::default(), asks: Mutex::default(), asking: tokio::sync::Mutex::new(()), dial });
+        let routes = Arc::new(DirectRoutes { routes: Mutex::default(), asks: Mutex::default(), asking: tokio::sync::Mutex::new(()), dial });
         let weak = Arc::downgrade(&routes);
         let hook: DirectHook = Arc::new(move |h| {
             if let (Handoff::Direct { offer, fd }, Some(routes)) = (h, weak.upgrade()) {

@@ -103,6 +103,11 @@ impl Hub {
     /// A new client connection. Refused connections are retried for a
     /// while: the socket file appears at bind(), a moment before listen().
     pub async fn connect(&self) -> Connection {
+        self.connect_with(&ConnectionOptions::new("test-client")).await
+    }
+
+    /// A new client connection with `opts`, retried as in [`Hub::connect`].
+    pub async fn connect_with(&self, opts: &ConnectionOptions) -> Connection {
         let deadline = Instant::now() + Duration::from_secs(5);
         let t = loop {
             match unix::connect(&self.socket).await {
@@ -112,7 +117,7 @@ impl Hub {
                 t => break t.unwrap(),
             }
         };
-        Connection::dial(t, &ConnectionOptions::new("test-client")).await.unwrap()
+        Connection::dial(t, opts).await.unwrap()
     }
 
     /// The hub's status, through its own method.

@@ -27,9 +27,9 @@ use crate::transport::DynTransport;
 pub(crate) async fn open(transport: DynTransport, options: &ConnectionOptions, dialer: bool) -> Result<Arc<Core>, Error> {
     let writer = Writer::new(transport.clone(), options.write_queue);
     let local = options.hello(dialer);
-    if local.direct.is_some() {
+    if local.direct.is_some() && options.handoff.is_some() {
         // From the first read: a descriptor read with plain recv is lost
-        // (§14.2).
+        // (§14.2). Only where DIRECT or ACCEPT frames are taken.
         transport.accept_fds(super::direct::FD_QUEUE);
     }
     let gate = if dialer { None } else { options.require_token.as_ref() };
