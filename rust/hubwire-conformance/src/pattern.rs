@@ -207,6 +207,13 @@ pub fn build(spec: &Value, vars: &Vars) -> Result<Bytes, String> {
             code: code_of(m)?,
             message: field(m, "message").and_then(Value::as_str).unwrap_or("").into(),
         },
+        // The direct path (spec §14.2): the body as given.
+        "direct" => Frame::Direct(Box::new(
+            serde_json::from_value(field(m, "body").cloned().unwrap_or_default()).map_err(|e| format!("direct body: {e}"))?,
+        )),
+        "accept" => {
+            Frame::Accept(serde_json::from_value(field(m, "body").cloned().unwrap_or_default()).map_err(|e| format!("accept body: {e}"))?)
+        }
         other => return Err(format!("unknown frame type {other:?}")),
     };
     patch_version(patch_code(frame.to_bytes(), m)?, m)
@@ -236,6 +243,8 @@ pub fn type_name(f: &Frame) -> &'static str {
         Frame::Ping { .. } => "ping",
         Frame::Pong { .. } => "pong",
         Frame::Goaway { .. } => "goaway",
+        Frame::Direct(_) => "direct",
+        Frame::Accept(_) => "accept",
     }
 }
 
@@ -282,6 +291,12 @@ pub fn describe(f: &Frame) -> (Map<String, Value>, Option<(Bytes, Codec)>) {
             m.insert("last_id".into(), json!(last_id));
             m.insert("code".into(), code.name().into());
             m.insert("message".into(), json!(message));
+        }
+        Frame::Direct(o) => {
+            m.insert("body".into(), serde_json::to_value(o).unwrap());
+        }
+        Frame::Accept(a) => {
+            m.insert("body".into(), serde_json::to_value(a).unwrap());
         }
     }
     (m, payload)

@@ -44,9 +44,15 @@ pub struct AcceptBody {
     pub client: String,
 }
 
-/// Parses a DIRECT or ACCEPT body.
+/// Parses a DIRECT or ACCEPT body: a JSON object (read as a value first,
+/// so a duplicate key keeps its last value, as in HELLO), typed.
 pub(crate) fn parse<T: for<'de> Deserialize<'de>>(what: &str, body: &[u8]) -> Result<T, FrameError> {
-    serde_json::from_slice(body).map_err(|e| FrameError::protocol(format!("invalid {what} body: {e}")))
+    let bad = |e: String| FrameError::protocol(format!("invalid {what} body: {e}"));
+    let v: serde_json::Value = serde_json::from_slice(body).map_err(|e| bad(e.to_string()))?;
+    if !v.is_object() {
+        return Err(bad(format!("not a JSON object: {v}")));
+    }
+    serde_json::from_value(v).map_err(|e| bad(e.to_string()))
 }
 
 impl DirectOffer {

@@ -153,6 +153,8 @@ fn frame_from_json(f: &Value) -> Frame {
         "goaway" => {
             Frame::Goaway { last_id: u32_of(f, "last_id"), code: code_named(str_of(f, "code")), message: str_of(f, "message").to_owned() }
         }
+        "direct" => Frame::Direct(Box::new(serde_json::from_value(f["body"].clone()).expect("direct body"))),
+        "accept" => Frame::Accept(serde_json::from_value(f["body"].clone()).expect("accept body")),
         other => panic!("unknown frame type {other:?}"),
     }
 }
@@ -180,6 +182,8 @@ fn frame_to_json(f: &Frame) -> Value {
         Frame::Goaway { last_id, code, message } => json!({
             "type": "goaway", "last_id": last_id, "code": code.name(), "message": message,
         }),
+        Frame::Direct(o) => json!({"type": "direct", "body": serde_json::to_value(o).expect("direct to json")}),
+        Frame::Accept(a) => json!({"type": "accept", "body": serde_json::to_value(a).expect("accept to json")}),
     }
 }
 
@@ -252,6 +256,33 @@ fn frames() {
         assert!(types.contains(t), "frames.json has no {t} case");
     }
     run_all("frames.json", cases, check_frame_case);
+}
+
+/// `direct.json` (spec §14.2): DIRECT and ACCEPT both ways between peers
+/// that both sent `direct`, and refused otherwise.
+#[test]
+fn direct_frames() {
+    let doc = load("direct.json");
+    run_all("direct.json", cases(&doc, "cases"), |case| {
+        let (bytes, frame) = (unhex(&case["hex"]), frame_from_json(&case["frame"]));
+        if frame.to_bytes()[..] != bytes[..] {
+            return Err(format!("encode gave {}", hex::encode(frame.to_bytes())));
+        }
+        let mut decoder = Decoder::new(DEFAULT_MAX_FRAME);
+        decoder.set_direct(true);
+        match decoder.decode(&mut BytesMut::from(&bytes[..])) {
+            Ok(Some(f)) if f == frame && frame_to_json(&f) == case["frame"] => Ok(()),
+            other => Err(format!("decode gave {other:?}")),
+        }
+    });
+    run_all("direct.json reject", cases(&doc, "reject"), |case| {
+        let mut decoder = Decoder::new(DEFAULT_MAX_FRAME);
+        decoder.set_direct(case["negotiated"].as_bool().expect("negotiated"));
+        match decoder.decode(&mut BytesMut::from(&unhex(&case["hex"])[..])) {
+            Err(e) if e.code == code_named(str_of(case, "code")) && e.message.contains(str_of(case, "message_contains")) => Ok(()),
+            other => Err(format!("gave {other:?}")),
+        }
+    });
 }
 
 /// Frames with reserved flag bits set: they decode to the given fields
