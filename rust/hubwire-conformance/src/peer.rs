@@ -68,6 +68,17 @@ impl Peer {
         Ok(())
     }
 
+    /// Sends `frame` with `fd` attached to its first byte (`SCM_RIGHTS`,
+    /// spec §14.2).
+    pub async fn send_with_fd(&self, frame: &[u8], fd: std::os::fd::BorrowedFd<'_>) -> Result<(), String> {
+        let slice = [IoSlice::new(frame)];
+        let n = tokio::time::timeout(SEND_STALL, poll_fn(|cx| self.t.poll_write_fds(cx, &slice, &[fd])))
+            .await
+            .map_err(|_| "the testee stopped reading".to_string())?
+            .map_err(|e| format!("send with a descriptor failed: {e}"))?;
+        self.send(&frame[n..]).await
+    }
+
     /// Whether a send gave up because the testee stopped reading without
     /// closing the connection.
     pub fn stalled(&self) -> bool {

@@ -42,6 +42,8 @@ struct Run<'a> {
     /// Where the testee listens (provider role, unix/tcp).
     address: Option<String>,
     wait: Duration,
+    /// The testee's HELLO said `direct` (spec §14.1).
+    testee_direct: bool,
 }
 
 /// Runs `case` against `testee` on `transport`. `vars` holds what the
@@ -55,7 +57,7 @@ pub async fn run_case(testee: &Testee, case: &Case, transport: &str, wait: Durat
         Ok(Err(e)) => return Err(with_logs(e, &running)),
         Err(_) => return Err(with_logs("timed out setting up the connection".into(), &running)),
     };
-    let mut run = Run { case, transport, peer, testee: running, vars, address, wait };
+    let mut run = Run { case, transport, peer, testee: running, vars, address, wait, testee_direct: false };
     let result = run.all().await;
     result.map_err(|e| with_logs(e, &run.testee))
 }
@@ -254,6 +256,7 @@ impl Run<'_> {
                 Ok(())
             }
             "check_alive" => self.check_alive().await,
+            "hand_over" => self.hand_over().await,
             other => Err(format!("unknown step {other}")),
         }
     }
@@ -308,6 +311,9 @@ impl Run<'_> {
                     if self.ignored(&f, wanted).await? {
                         continue;
                     }
+                    if let hubwire_frame::Frame::Hello(h) = &f {
+                        self.testee_direct = h.direct.is_some();
+                    }
                     return pattern::check(m, &f, &mut self.vars)
                         .map_err(|e| format!("{e}\n      expected {}\n      got      {}", Value::Object(m.clone()), pattern::show(&f)));
                 }
@@ -345,6 +351,35 @@ impl Run<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Provider role, a testee whose HELLO said `direct` (spec §14.4): hands
+    /// it one end of a socketpair with ACCEPT and checks an echo over the
+    /// other as a new connection. A testee without the direct path passes:
+    /// no peer sends it ACCEPT.
+    async fn hand_over(&mut self) -> Result<(), String> {
+        if !self.testee_direct {
+            return Ok(());
+        }
+        let (theirs, ours) = std::os::unix::net::UnixStream::pair().map_err(|e| e.to_string())?;
+        let accept = hubwire_frame::Frame::Accept(hubwire_frame::AcceptBody { client: "conformance-runner".into() });
+        self.peer.send_with_fd(&accept.to_bytes(), std::os::fd::AsFd::as_fd(&theirs)).await?;
+        drop(theirs);
+        let probe = async {
+            ours.set_nonblocking(true).map_err(|e| e.to_string())?;
+            let t = hubwire::transport::fd::FdTransport::new(ours, "direct".into()).map_err(|e| e.to_string())?;
+            let conn =
+                hubwire::Connection::dial(t, &hubwire::ConnectionOptions::new("conformance-direct")).await.map_err(|e| e.to_string())?;
+            let got = conn.call_raw("echo", bytes::Bytes::from_static(b"direct")).await.map_err(|e| e.to_string())?;
+            if got.as_ref() != b"direct" {
+                return Err(format!("echo over the handed-over connection answered {got:?}"));
+            }
+            Ok(())
+        };
+        tokio::time::timeout(self.wait, probe)
+            .await
+            .map_err(|_| "the handed-over connection got no answer".to_string())?
+            .map_err(|e| format!("the handed-over connection is not served: {e}"))
     }
 
     /// Provider role on unix/tcp: another connection is still served.

@@ -146,8 +146,14 @@ async fn serve(
             tokio::spawn(provider().serve(l, config));
             Ok(addr)
         }
-        "child" | "memory" => {
-            let t = if transport == "child" { parent()? } else { take(memory)? };
+        // A child serves its parent as `serve_child` does, the direct path
+        // (spec §14) included: ACCEPT frames are served as connections.
+        "child" => {
+            tokio::spawn(provider().serve_child(config));
+            Ok(transport.to_string())
+        }
+        "memory" => {
+            let t = take(memory)?;
             let config = config.service(provider());
             // The handshake needs the runner, which waits for `ready`: answer
             // first, then accept in the background.
