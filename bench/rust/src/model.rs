@@ -71,6 +71,10 @@ pub enum Transport {
     Tcp,
     /// Through the hubwire hub: client → hub → provider (a hub child).
     Hub,
+    /// The hub's direct path (spec §14): the hub hands the client a
+    /// socketpair to its provider child; calls go client → provider.
+    #[serde(rename = "hub-direct")]
+    HubDirect,
 }
 
 impl Transport {
@@ -83,6 +87,7 @@ impl Transport {
             Transport::Unix => "unix",
             Transport::Tcp => "tcp",
             Transport::Hub => "hub",
+            Transport::HubDirect => "hub-direct",
         }
     }
 
@@ -90,7 +95,7 @@ impl Transport {
     /// the hub, that is the client's hop: a Unix socket.
     pub fn floor(self) -> Transport {
         match self {
-            Transport::Hub => Transport::Unix,
+            Transport::Hub | Transport::HubDirect => Transport::Unix,
             t => t,
         }
     }
@@ -237,9 +242,9 @@ impl System {
             // The transports of the gRPC streams, and the hub, which relays
             // a stream's items hop by hop under each hop's credit.
             System::HubwireStreamEfficient | System::HubwireStreamLowLatency => {
-                matches!(t, Unix | Tcp | Hub) && e == Encoding::Raw && not_parallel
+                matches!(t, Unix | Tcp | Hub | HubDirect) && e == Encoding::Raw && not_parallel
             }
-            System::FloorBlocking | System::FloorSpin => t != Hub && e == Encoding::Raw,
+            System::FloorBlocking | System::FloorSpin => !matches!(t, Hub | HubDirect) && e == Encoding::Raw,
             System::SpawnPerCall => t == Pipe && e == Encoding::Raw && !matches!(m, Mode::Pipelined { .. }),
             System::Http1 => listening && e != Encoding::Msgpack && !matches!(m, Mode::Pipelined { .. }),
             System::JsonRpcStdio => t == Pipe && e == Encoding::Json && p.is_json() && !matches!(m, Mode::Pipelined { .. }),

@@ -133,7 +133,7 @@ fn floor_system(system: &str) -> &'static str {
 
 fn floor_transport(t: &str) -> &str {
     match t {
-        "hub" => Transport::Hub.floor().name(),
+        "hub" | "hub-direct" => Transport::Hub.floor().name(),
         t => t,
     }
 }

@@ -148,6 +148,23 @@ pub fn check(res: &Results) -> Vec<TargetCheck> {
             p50,
             us("spinning floor", "3.5 µs"),
         ),
+        // The direct path (spec §14): the same as a direct connection.
+        at_most(
+            "Through the hub with the direct path, efficient, vs the blocking floor",
+            rtt("hubwire-efficient", "hub-direct"),
+            rtt("floor-blocking", "unix"),
+            1.3,
+            p50,
+            us("blocking floor", "47 µs"),
+        ),
+        at_most(
+            "Through the hub with the direct path, low-latency, vs the spinning floor",
+            rtt("hubwire-low-latency", "hub-direct"),
+            rtt("floor-spin", "unix"),
+            2.0,
+            p50,
+            us("spinning floor", "3.5 µs"),
+        ),
     ];
     // Study 003's gRPC, unary and stream (tonic is its Rust side); the idle
     // VM's figures are each peer's p50 there.

@@ -1,7 +1,9 @@
 //! Through the hub: the client dials the hub's Unix socket and calls the
 //! provider's methods by name; the hub runs the provider (`bench-peer
 //! hubwire`) as its child. Three processes, two hops; the CPU time of all
-//! three counts.
+//! three counts. With the direct path (`hub-direct`) the client asks the
+//! hub for a connection straight to the provider (spec §14) and measures
+//! once its calls take it: one hop, the hub idle.
 
 use std::io;
 use std::path::Path;
@@ -52,7 +54,8 @@ pub fn start(job: &Job, exe: Option<&Path>) -> io::Result<Box<dyn Target>> {
         std::thread::sleep(Duration::from_millis(10));
     }
     wait_for_provider(&sock, t0)?;
-    let remote = Remote::external(Addr::Unix(sock), Vec::new(), wait, job);
+    let direct = job.transport == crate::model::Transport::HubDirect;
+    let remote = Remote::external(Addr::Unix(sock), Vec::new(), wait, job, direct);
     Ok(Box::new(Hub { remote, hub, _dir: dir }))
 }
 

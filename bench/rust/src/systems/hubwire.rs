@@ -90,7 +90,16 @@ pub fn start(job: &Job) -> io::Result<Box<dyn Target>> {
         Transport::Unix | Transport::Tcp => {
             let server = Listening::start(&["hubwire", "--wait", mode], job.transport)?;
             let stream = job.system.on_stream();
-            Box::new(Remote { addr: server.addr.clone(), pids: vec![server.pid()], _server: Some(server), wait, payload, encoding, stream })
+            Box::new(Remote {
+                addr: server.addr.clone(),
+                pids: vec![server.pid()],
+                _server: Some(server),
+                wait,
+                payload,
+                encoding,
+                stream,
+                direct: false,
+            })
         }
         Transport::Child => Box::new(PerChild { mode, wait, payload, encoding, children: Children::default() }),
         Transport::Inproc => Box::new(InProc { wait, payload, encoding }),
@@ -110,25 +119,46 @@ pub struct Remote {
     encoding: Encoding,
     /// Whether each connection's calls are items on one `echo_stream`.
     stream: bool,
+    /// Whether to take the hub's direct path (spec §14) before measuring.
+    direct: bool,
 }
 
 impl Remote {
-    /// A server started by someone else (the hub).
-    pub fn external(addr: Addr, pids: Vec<u32>, wait: WaitMode, job: &Job) -> Remote {
+    /// A server started by someone else (the hub); `direct`: take its
+    /// direct path.
+    pub fn external(addr: Addr, pids: Vec<u32>, wait: WaitMode, job: &Job, direct: bool) -> Remote {
         let stream = job.system.on_stream();
-        Remote { addr, pids, _server: None, wait, payload: job.payload.clone(), encoding: job.encoding, stream }
+        Remote { addr, pids, _server: None, wait, payload: job.payload.clone(), encoding: job.encoding, stream, direct }
     }
+}
+
+/// Calls `echo` until the hub's direct path carries it (the first calls go
+/// through the hub while the client asks for it), for up to 10 s.
+async fn until_direct(conn: &Connection) -> io::Result<()> {
+    let t0 = std::time::Instant::now();
+    while conn.direct_routes_live() == 0 {
+        if t0.elapsed() > std::time::Duration::from_secs(10) {
+            return Err(io::Error::other("the hub gave no direct path within 10 s"));
+        }
+        conn.call_raw("echo", bytes::Bytes::from_static(b"warm")).await.map_err(err)?;
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    Ok(())
 }
 
 impl Target for Remote {
     fn connect(&self) -> io::Result<Box<dyn Client>> {
         let rt = runtime()?;
-        let config = ConnectionOptions::new("bench-client").wait(self.wait);
+        let config = ConnectionOptions::new("bench-client").wait(self.wait).direct(self.direct);
         let conn = rt.block_on(async {
-            match &self.addr {
+            let conn = match &self.addr {
                 Addr::Unix(p) => Connection::dial(hubwire::transport::unix::connect(p).await?, &config).await.map_err(err),
                 Addr::Tcp(a) => Connection::dial(hubwire::transport::tcp::connect(a.as_str()).await?, &config).await.map_err(err),
+            }?;
+            if self.direct {
+                until_direct(&conn).await?;
             }
+            Ok::<_, io::Error>(conn)
         })?;
         client(rt, conn, &self.payload, self.encoding, self.stream, None)
     }

@@ -34,7 +34,7 @@ pub struct Context {
 
 /// Starts the server side of `job`'s system.
 pub fn start(job: &Job, ctx: &Context) -> io::Result<Box<dyn Target>> {
-    if job.transport == Transport::Hub {
+    if matches!(job.transport, Transport::Hub | Transport::HubDirect) {
         return hub::start(job, ctx.hub.as_deref());
     }
     match job.system {
