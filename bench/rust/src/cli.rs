@@ -55,7 +55,7 @@ pub struct Args {
     /// Only systems whose name contains this (repeatable), e.g. hubwire, floor, tonic.
     #[arg(long = "system", value_name = "NAME")]
     pub system: Vec<String>,
-    /// Only these transports (repeatable): inproc, child, pipe, unix, tcp, hub.
+    /// Only these transports (repeatable): inproc, child, pipe, unix, tcp, hub, hub-direct. hub-direct.
     #[arg(long = "transport", value_name = "NAME")]
     pub transport: Vec<String>,
     /// Only payloads whose name contains this (repeatable).

@@ -18,6 +18,7 @@
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+use std::time::Duration;
 
 use hubwire::direct::{DirectAsk, DirectReport, DIRECT_METHOD, REPORT_METHOD};
 use hubwire::frame::{AcceptBody, DirectOffer, Via};
@@ -25,6 +26,10 @@ use hubwire::{Code, Error, Incoming, Message, Payload, Provider, ServeFuture};
 
 use crate::config::Launch;
 use crate::registry::{Registry, Replica};
+
+/// How long handing a connection over may take: ACCEPT and DIRECT each
+/// wait for their connection's queued frames to leave first.
+pub const HANDOFF_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What a replica's direct connections have served, as it reported.
 #[derive(Default)]
@@ -73,29 +78,36 @@ pub fn offer(reg: &Arc<Registry>, allowed: bool, call: Incoming) -> Result<Serve
             address: None,
             token: None,
         };
-        match &p.config.launch {
-            Launch::Exec { .. } => {
-                if !link.passes_fds() {
-                    return Err(Error::invalid_argument(format!(
-                        "provider {:?} is spawned by the hub: its direct path is a descriptor, which {} cannot carry",
-                        p.config.name,
-                        link.describe()
-                    )));
+        let hand_over = async {
+            match &p.config.launch {
+                Launch::Exec { .. } => {
+                    if !link.passes_fds() {
+                        return Err(Error::invalid_argument(format!(
+                            "provider {:?} is spawned by the hub: its direct path is a descriptor, which {} cannot carry",
+                            p.config.name,
+                            link.describe()
+                        )));
+                    }
+                    let (theirs, yours) =
+                        std::os::unix::net::UnixStream::pair().map_err(|e| Error::unavailable(format!("socketpair: {e}")))?;
+                    let (theirs, yours) = (OwnedFd::from(theirs), OwnedFd::from(yours));
+                    conn.send_accept(AcceptBody { client: link.describe() }, theirs).await?;
+                    link.send(offer, Some(yours)).await?;
                 }
-                let (theirs, yours) = std::os::unix::net::UnixStream::pair().map_err(|e| Error::unavailable(format!("socketpair: {e}")))?;
-                let (theirs, yours) = (OwnedFd::from(theirs), OwnedFd::from(yours));
-                conn.send_accept(AcceptBody { client: link.describe() }, theirs).await?;
-                link.send(offer, Some(yours)).await?;
+                Launch::Unix(path) => {
+                    (offer.via, offer.address) = (Via::Address, Some(format!("unix:{}", path.display())));
+                    link.send(offer, None).await?;
+                }
+                Launch::Tcp(addr) => {
+                    (offer.via, offer.address) = (Via::Address, Some(format!("tcp:{addr}")));
+                    link.send(offer, None).await?;
+                }
             }
-            Launch::Unix(path) => {
-                (offer.via, offer.address) = (Via::Address, Some(format!("unix:{}", path.display())));
-                link.send(offer, None).await?;
-            }
-            Launch::Tcp(addr) => {
-                (offer.via, offer.address) = (Via::Address, Some(format!("tcp:{addr}")));
-                link.send(offer, None).await?;
-            }
-        }
+            Ok::<_, Error>(())
+        };
+        tokio::time::timeout(HANDOFF_TIMEOUT, hand_over)
+            .await
+            .map_err(|_| Error::unavailable(format!("handing over a connection took more than {HANDOFF_TIMEOUT:?}")))??;
         tracing::debug!(client = %link.describe(), provider = %p.config.name, replica = replica.index, "direct connection handed over");
         let codec = <() as Message>::codec_for(wanted);
         Ok(Some(Payload { codec, bytes: ().encode(codec).map_err(Error::defect)? }))

@@ -84,6 +84,12 @@ async fn a_client_that_does_not_ask_stays_routed() {
     assert_eq!((r.calls, r.direct_calls, r.direct_open), (20, 0, 0), "{r:?}");
 }
 
+/// Each worker loses at most its call in flight on the killed replica's
+/// direct connection, and at most one more: the call it then starts
+/// through the hub, which the hub may already have sent to the dead
+/// replica before it noticed the death (as any routed call may). Every
+/// loss is `unavailable` saying a connection was lost (closed, reset, a
+/// broken pipe).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_killed_mid_traffic_loses_only_the_calls_in_flight_on_it() {
     let hub = Hub::start(ONE);
@@ -91,19 +97,22 @@ async fn a_replica_killed_mid_traffic_loses_only_the_calls_in_flight_on_it() {
     let c = hub.connect_with(&asking()).await;
     until_direct(&c).await;
     let pid: u32 = c.call("pid", &()).await.unwrap();
-    const WORKERS: u64 = 4;
-    let (ok, unavailable, stop) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    const WORKERS: usize = 4;
+    let (ok, stop) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let mut tasks = Vec::new();
     for _ in 0..WORKERS {
-        let (c, ok, unavailable, stop) = (c.clone(), ok.clone(), unavailable.clone(), stop.clone());
+        let (c, ok, stop) = (c.clone(), ok.clone(), stop.clone());
         tasks.push(tokio::spawn(async move {
+            let mut lost = Vec::new();
             while stop.load(Ordering::Relaxed) == 0 {
                 match c.call::<_, String>("sleep", &json!({"ms": 2})).await {
-                    Ok(_) => ok.fetch_add(1, Ordering::Relaxed),
-                    Err(e) if e.code() == Code::Unavailable => unavailable.fetch_add(1, Ordering::Relaxed),
-                    Err(e) => panic!("a call failed with {e}"),
-                };
+                    Ok(_) => {
+                        ok.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => lost.push(e),
+                }
             }
+            lost
         }));
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -116,12 +125,18 @@ async fn a_replica_killed_mid_traffic_loses_only_the_calls_in_flight_on_it() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     stop.store(1, Ordering::Relaxed);
+    let mut total = 0;
     for t in tasks {
-        t.await.unwrap();
+        let lost = t.await.unwrap();
+        total += lost.len();
+        assert!(lost.len() <= 2, "one worker lost {} calls: {lost:?}", lost.len());
+        for e in &lost {
+            let said = e.message();
+            assert_eq!(e.code(), Code::Unavailable, "{e}");
+            assert!(said.contains("connection"), "a lost connection: {e}");
+        }
     }
-    let lost = unavailable.load(Ordering::Relaxed);
-    println!("{} calls answered, {lost} unavailable across the kill", ok.load(Ordering::Relaxed));
-    assert!(lost <= WORKERS, "{lost} calls failed: more than the {WORKERS} that can be in flight on the killed replica");
+    println!("{} calls answered, {total} lost across the kill", ok.load(Ordering::Relaxed));
     let next: u32 = c.call("pid", &()).await.unwrap();
     assert_ne!(next, pid, "answered by the new process");
     until_direct(&c).await;

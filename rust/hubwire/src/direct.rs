@@ -37,6 +37,11 @@ pub const REPORT_METHOD: &str = "hubwire.report";
 /// Method names of the protocol and of hubs: never routed directly.
 const RESERVED_PREFIX: &str = "hubwire.";
 
+/// How long the calls in flight on a direct connection may take to finish
+/// once its hub connection drains or ends.
+const DRAIN_GRACE: Duration = Duration::from_secs(10);
+/// How long an ask may wait for the hub's answer.
+const ASK_TIMEOUT: Duration = Duration::from_secs(10);
 /// The first wait before asking again after `unavailable` (§14.3).
 const ASK_BACKOFF: Duration = Duration::from_secs(1);
 /// The longest.
@@ -168,6 +173,16 @@ impl DirectRoutes {
         }
     }
 
+    /// Drains every direct connection (GOAWAY; calls in flight finish, for
+    /// up to [`DRAIN_GRACE`]) and forgets it: the hub connection is going.
+    fn drain_all(&self) {
+        let conns: Vec<Connection> = self.routes.lock().unwrap().drain().map(|(_, c)| c).collect();
+        let mut seen = std::collections::HashSet::new();
+        for c in conns.into_iter().filter(|c| seen.insert(c.describe())) {
+            tokio::spawn(async move { c.drain(DRAIN_GRACE).await });
+        }
+    }
+
     /// Whether `method` may be asked for now; marks it pending if so.
     fn should_ask(&self, method: &str) -> bool {
         let mut asks = self.asks.lock().unwrap();
@@ -207,7 +222,8 @@ async fn ask(hub: Weak<Handle>, routes: Arc<DirectRoutes>, method: String) {
     let _turn = routes.asking.lock().await;
     let Some(handle) = hub.upgrade() else { return };
     let conn = Connection::from_handle(handle);
-    let r = conn.call::<_, ()>(DIRECT_METHOD, &DirectAsk { method: method.clone() }).await;
+    let opts = crate::client::CallOptions::new().timeout(ASK_TIMEOUT);
+    let r = conn.call_with::<_, ()>(DIRECT_METHOD, &DirectAsk { method: method.clone() }, &opts).await;
     drop(conn);
     routes.answered(&method, r);
 }
@@ -217,7 +233,12 @@ impl Connection {
     /// (through the hub) perhaps asks for one in the background.
     pub(crate) fn route(&self, method: &str) -> Option<Connection> {
         let routes = self.direct_routes()?;
-        if self.peer().direct.is_none() || method.starts_with(RESERVED_PREFIX) || self.is_closed() || self.is_draining() {
+        if self.is_closed() || self.is_draining() {
+            // The direct connections belong to the hub connection (§14.6).
+            routes.drain_all();
+            return None;
+        }
+        if self.peer().direct.is_none() || method.starts_with(RESERVED_PREFIX) {
             return None;
         }
         if let Some(c) = routes.live(method) {
