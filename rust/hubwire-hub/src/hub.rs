@@ -76,7 +76,7 @@ impl Clients {
     ) {
         let _ticket = ticket;
         let hub = if trusted { &self.trusted } else { &self.untrusted };
-        let config = config.service(hub.for_client()).direct(hub.direct);
+        let config = config.service(hub.for_client()).advertise_direct(hub.direct);
         let label = t.describe();
         tracing::debug!(client = %label, trusted, "client connected");
         let (activity, t, config) = Activity::watch(t, config);

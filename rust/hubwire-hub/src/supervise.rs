@@ -49,7 +49,7 @@ pub fn start(reg: &Arc<Registry>, config: &ConnectionOptions) -> Vec<tokio::task
         for r in &p.replicas {
             // `direct` in its HELLO, and `hubwire.report` served, for the
             // direct path's counts (spec §14.5).
-            let config = config.clone().direct(true).service(crate::direct::reports(r));
+            let config = config.clone().advertise_direct(true).service(crate::direct::reports(r));
             tasks.push(tokio::spawn(supervise(reg.clone(), p.clone(), r.clone(), config)));
         }
     }

@@ -6,12 +6,12 @@
 //! `client.rs`, and offer ours by opening it with
 //! [`ConnectionOptions::service`].
 
+use std::any::Any;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use hubwire_frame::Hello;
 
-use crate::direct::DirectRoutes;
 use crate::engine::{self, ConnectionOptions, Core};
 use crate::errors::Error;
 use crate::transport::{DynTransport, Transport};
@@ -26,8 +26,9 @@ pub struct Connection {
 /// Ends the connection when the last [`Connection`] clone goes.
 pub(crate) struct Handle {
     core: Arc<Core>,
-    /// A client's direct connections through a hub (`direct.rs`).
-    direct: Option<Arc<DirectRoutes>>,
+    /// A client's direct connections through a hub: `direct.rs` owns
+    /// them (opaque here, so this file needs nothing of that one).
+    direct: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 impl Drop for Handle {
@@ -51,12 +52,13 @@ impl Connection {
     /// [`Connection::dial`] (`dialer`) or [`Connection::accept`] over a
     /// shared transport.
     pub async fn start(transport: DynTransport, options: &ConnectionOptions, dialer: bool) -> Result<Connection, Error> {
-        if !(options.direct && dialer && options.handoff.is_none()) {
+        let make = options.router.filter(|_| options.direct && dialer && options.handoff.is_none());
+        let Some(make) = make else {
             let core = engine::open(transport, options, dialer).await?;
             return Ok(Connection { handle: Arc::new(Handle { core, direct: None }) });
-        }
+        };
         // A client asking for the direct path: its DIRECT frames feed its routes.
-        let (routes, hook) = DirectRoutes::new(options);
+        let (routes, hook) = make(options);
         let mut options = options.clone();
         options.handoff = Some(hook);
         let core = engine::open(transport, &options, dialer).await?;
@@ -76,7 +78,9 @@ impl Connection {
         Arc::downgrade(&self.handle)
     }
 
-    pub(crate) fn direct_routes(&self) -> Option<&Arc<DirectRoutes>> {
+    /// What `direct.rs` keeps for this connection, if it asked for the
+    /// direct path.
+    pub(crate) fn direct_state(&self) -> Option<&Arc<dyn Any + Send + Sync>> {
         self.handle.direct.as_ref()
     }
 

@@ -16,6 +16,7 @@
 //! replica never saw it ([`never_sent`]) is started again through the
 //! hub, so no call is lost to a replica's restart.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex, Weak};
@@ -26,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::connection::{Connection, Handle};
-use crate::engine::{ConnectionOptions, Core, DirectHook, Handoff, Incoming};
+use crate::engine::{ConnectionOptions, Core, DirectHook, Handoff, Incoming, RouterFactory};
 use crate::errors::{Code, Error};
 use crate::transport::{fd::FdTransport, tcp, unix};
 
@@ -115,10 +116,15 @@ pub(crate) struct DirectRoutes {
 
 impl DirectRoutes {
     /// Routes for a connection dialled with `options`, and the hook its
-    /// DIRECT frames go to.
-    pub(crate) fn new(options: &ConnectionOptions) -> (Arc<DirectRoutes>, DirectHook) {
+    /// DIRECT frames go to (a [`RouterFactory`]).
+    fn make(options: &ConnectionOptions) -> (Arc<dyn Any + Send + Sync>, DirectHook) {
+        let (routes, hook) = DirectRoutes::new(options);
+        (routes, hook)
+    }
+
+    fn new(options: &ConnectionOptions) -> (Arc<DirectRoutes>, DirectHook) {
         let mut dial = options.clone();
-        (dial.direct, dial.handoff, dial.service, dial.token) = (false, None, None, None);
+        (dial.direct, dial.router, dial.handoff, dial.service, dial.token) = (false, None, None, None, None);
         let routes = Arc::new(DirectRoutes { routes: Mutex::default(), asks: Mutex::default(), asking: tokio::sync::Mutex::new(()), dial });
         let weak = Arc::downgrade(&routes);
         let hook: DirectHook = Arc::new(move |h| {
@@ -222,13 +228,42 @@ async fn ask(hub: Weak<Handle>, routes: Arc<DirectRoutes>, method: String) {
     let _turn = routes.asking.lock().await;
     let Some(handle) = hub.upgrade() else { return };
     let conn = Connection::from_handle(handle);
-    let opts = crate::client::CallOptions::new().timeout(ASK_TIMEOUT);
-    let r = conn.call_with::<_, ()>(DIRECT_METHOD, &DirectAsk { method: method.clone() }, &opts).await;
+    let r = match tokio::time::timeout(ASK_TIMEOUT, conn.call::<_, ()>(DIRECT_METHOD, &DirectAsk { method: method.clone() })).await {
+        Ok(r) => r,
+        Err(_) => Err(Error::unavailable(format!("no answer to {DIRECT_METHOD} within {ASK_TIMEOUT:?}"))),
+    };
     drop(conn);
     routes.answered(&method, r);
 }
 
+impl ConnectionOptions {
+    /// Asks for the direct path through a hub (`spec/PROTOCOL.md` §14):
+    /// sends `direct` in our HELLO and, dialling a hub that offers it,
+    /// routes each provider's methods over a connection straight to one of
+    /// its replicas once the hub has handed one over, transparently (calls
+    /// fall back to the hub when it drains or ends). Off by default.
+    pub fn direct(mut self, on: bool) -> ConnectionOptions {
+        self.direct = on;
+        self.router = on.then_some(DirectRoutes::make as RouterFactory);
+        self
+    }
+
+    /// A hub's side of the direct path: sends `direct` in our HELLO
+    /// (spec §14.1: to a client, "I may hand you direct connections"; to a
+    /// provider, "I take your reports") without routing our own calls
+    /// anywhere else.
+    pub fn advertise_direct(mut self, on: bool) -> ConnectionOptions {
+        (self.direct, self.router) = (on, None);
+        self
+    }
+}
+
 impl Connection {
+    /// This connection's direct routes, if it asked for the direct path.
+    fn direct_routes(&self) -> Option<Arc<DirectRoutes>> {
+        self.direct_state()?.clone().downcast::<DirectRoutes>().ok()
+    }
+
     /// The direct connection to call `method` on, if there is one; else
     /// (through the hub) perhaps asks for one in the background.
     pub(crate) fn route(&self, method: &str) -> Option<Connection> {
@@ -245,7 +280,7 @@ impl Connection {
             return Some(c);
         }
         if routes.should_ask(method) {
-            tokio::spawn(ask(self.downgrade(), routes.clone(), method.to_string()));
+            tokio::spawn(ask(self.downgrade(), routes, method.to_string()));
         }
         None
     }

@@ -83,7 +83,7 @@ impl DirectServe {
     /// in the HELLO, ACCEPT served with `service`.
     pub(crate) fn options(self: &Arc<Self>, options: ConnectionOptions, service: Arc<dyn Service>) -> ConnectionOptions {
         let mut direct = options.clone();
-        (direct.direct, direct.handoff, direct.token, direct.require_token) = (false, None, None, None);
+        (direct.direct, direct.router, direct.handoff, direct.token, direct.require_token) = (false, None, None, None, None);
         direct.service = Some(Arc::new(Counted { inner: service.clone(), served: self.clone() }));
         let this = self.clone();
         let hook: DirectHook = Arc::new(move |h| {

@@ -1,43 +1,17 @@
 //! The engine's half of the direct path (`spec/PROTOCOL.md` §14): sending
 //! DIRECT and ACCEPT with a descriptor attached to the first byte of the
 //! frame, and handing the ones received, with the descriptor each takes,
-//! to the API's hook ([`DirectHook`]). What a client or a replica then does
+//! to the API's hook (`handoff.rs`). What a client or a replica then does
 //! with them (dial, serve, route) lives above the engine (`direct.rs`,
 //! `direct_serve.rs`).
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::Arc;
 
-use hubwire_frame::{AcceptBody, DirectOffer, Frame, Via};
+use hubwire_frame::{Frame, Via};
 
+use super::handoff::Handoff;
 use super::state::Core;
 use crate::errors::Error;
-
-/// The most descriptors a connection keeps received and not yet taken
-/// (§14.2); one more is closed.
-pub const FD_QUEUE: usize = 8;
-
-/// A DIRECT or ACCEPT frame as received, with its descriptor.
-pub enum Handoff {
-    /// A direct connection offered to a client; `fd` with `via: fd`.
-    Direct {
-        /// The frame's body.
-        offer: DirectOffer,
-        /// The client's end of the socketpair, when the frame carried one.
-        fd: Option<OwnedFd>,
-    },
-    /// A connection for a replica to serve.
-    Accept {
-        /// The frame's body.
-        body: AcceptBody,
-        /// The connection.
-        fd: OwnedFd,
-    },
-}
-
-/// Where a connection's DIRECT and ACCEPT frames go. Runs on the reader:
-/// it must not wait (it spawns what takes time).
-pub type DirectHook = Arc<dyn Fn(Handoff) + Send + Sync>;
 
 impl Core {
     /// Sends DIRECT or ACCEPT, with `fd` attached to the first byte of the

@@ -30,7 +30,7 @@ pub(crate) async fn open(transport: DynTransport, options: &ConnectionOptions, d
     if local.direct.is_some() && options.handoff.is_some() {
         // From the first read: a descriptor read with plain recv is lost
         // (§14.2). Only where DIRECT or ACCEPT frames are taken.
-        transport.accept_fds(super::direct::FD_QUEUE);
+        transport.accept_fds(super::handoff::FD_QUEUE);
     }
     let gate = if dialer { None } else { options.require_token.as_ref() };
     let (peer, buf, version) = exchange(&transport, &writer, &local, options, gate).await?;

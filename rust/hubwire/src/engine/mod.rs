@@ -13,6 +13,7 @@
 //! | `calls` | the call table: calls we started, calls we serve, ids |
 //! | `credit` | [`RecvWindow`]: the credit this side grants for a stream it receives |
 //! | `direct` | the direct path's frames (§14): DIRECT and ACCEPT sent with a descriptor, received into a [`DirectHook`] |
+//! | `handoff` | the types `direct` hands up: [`Handoff`], [`DirectHook`] |
 //! | `serve` | the serving seam: [`Service`], [`Incoming`], and the protocol half of serving a REQUEST |
 //! | `options` | [`ConnectionOptions`]: how a connection presents itself and its limits |
 //! | [`wait`] | [`WaitMode`]: efficient vs low-latency (adaptive spin) |
@@ -24,6 +25,7 @@
 mod calls;
 mod credit;
 mod direct;
+mod handoff;
 mod handshake;
 mod options;
 mod reader;
@@ -34,9 +36,9 @@ mod writer;
 
 pub(crate) use calls::{Event, OutSink, StreamIn};
 pub(crate) use credit::RecvWindow;
-pub use direct::{DirectHook, Handoff};
+pub use handoff::{DirectHook, Handoff};
 pub(crate) use handshake::open;
-pub use options::ConnectionOptions;
+pub use options::{ConnectionOptions, RouterFactory};
 pub use serve::{Incoming, ServeFuture, Service};
 pub(crate) use state::{Core, Started};
 pub use wait::WaitMode;

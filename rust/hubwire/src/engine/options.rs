@@ -7,11 +7,17 @@ use std::time::Duration;
 
 use hubwire_frame::{Hello, PeerInfo, Token, DEFAULT_MAX_FRAME};
 
+use super::handoff::DirectHook;
 use super::serve::Service;
 use super::wait::WaitMode;
 
 /// [`ConnectionOptions::write_queue`] by default: 4 MiB.
 pub const DEFAULT_WRITE_QUEUE: usize = 4 * 1024 * 1024;
+
+/// Makes a client connection's direct routes (opaque to the engine and to
+/// `connection.rs`: the API's `direct.rs` owns them) and the hook its
+/// DIRECT frames go to.
+pub type RouterFactory = fn(&ConnectionOptions) -> (Arc<dyn std::any::Any + Send + Sync>, DirectHook);
 
 /// Options for opening a connection ([`Connection::dial`](crate::Connection::dial),
 /// [`Connection::accept`](crate::Connection::accept)).
@@ -49,13 +55,15 @@ pub struct ConnectionOptions {
     /// with another) it gets GOAWAY `unauthenticated` and never our HELLO.
     pub require_token: Option<Token>,
     /// The direct path through a hub (`spec/PROTOCOL.md` §14): send
-    /// `direct` in our HELLO. On a client's connection to a hub that
-    /// offers it, calls then go straight to provider replicas (see
-    /// `Connection::dial`); off by default.
-    pub direct: bool,
+    /// `direct` in our HELLO. Set with `ConnectionOptions::direct`; off
+    /// by default.
+    pub(crate) direct: bool,
+    /// With `direct`, as a dialer: makes the client's routes (`direct.rs`)
+    /// and the hook its DIRECT frames go to.
+    pub(crate) router: Option<RouterFactory>,
     /// Where DIRECT and ACCEPT frames go, set by the runtime itself (the
     /// client's routes, a child provider's serving of ACCEPT).
-    pub(crate) handoff: Option<super::direct::DirectHook>,
+    pub(crate) handoff: Option<DirectHook>,
 }
 
 impl ConnectionOptions {
@@ -76,15 +84,9 @@ impl ConnectionOptions {
             token: None,
             require_token: None,
             direct: false,
+            router: None,
             handoff: None,
         }
-    }
-
-    /// Asks for the direct path through a hub (`spec/PROTOCOL.md` §14):
-    /// see [`ConnectionOptions::direct`].
-    pub fn direct(mut self, on: bool) -> ConnectionOptions {
-        self.direct = on;
-        self
     }
 
     /// Sets the waiting mode.

@@ -40,7 +40,7 @@ pub(crate) struct Core {
     /// Signalled when a draining connection runs out of calls.
     pub(crate) idle: Notify,
     /// Where DIRECT and ACCEPT frames go (`direct.rs`), set once at open.
-    pub(crate) direct: std::sync::OnceLock<super::direct::DirectHook>,
+    pub(crate) direct: std::sync::OnceLock<super::handoff::DirectHook>,
 }
 
 /// A call this side started, between its REQUEST and its end.
