@@ -159,3 +159,21 @@ async fn a_draining_hub_lets_calls_in_flight_on_direct_connections_finish() {
     let e = c.call::<_, u32>("pid", &()).await.unwrap_err();
     assert_eq!(e.code(), Code::Unavailable, "after the drain new calls fail as through the hub: {e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untrusted_client_is_not_offered_the_direct_path() {
+    // A TCP client without a token is not trusted (docs/security.md).
+    let hub = Hub::start_with("tcp = \"127.0.0.1:0\"\n", ONE, &[]);
+    hub.wait_ready("test", 1).await;
+    let addr = hub.listening("accepting clients listen=tcp:");
+    let c = Connection::dial(hubwire::transport::tcp::connect(addr.as_str()).await.unwrap(), &asking()).await.unwrap();
+    assert_eq!(c.peer().direct, None, "the hub's HELLO offers nothing to an untrusted client");
+    for _ in 0..20 {
+        let _: u32 = c.call("pid", &()).await.unwrap();
+    }
+    assert_eq!(c.direct_routes_live(), 0);
+    let e = c.call::<_, ()>("hubwire.direct", &json!({"method": "pid"})).await.unwrap_err();
+    assert_eq!(e.code(), Code::Unauthenticated, "asked anyway: {e}");
+    let r = hub.status().await.providers[0].replicas[0].clone();
+    assert_eq!((r.calls, r.direct_calls), (20, 0), "{r:?}");
+}
