@@ -177,3 +177,27 @@ async fn an_untrusted_client_is_not_offered_the_direct_path() {
     let r = hub.status().await.providers[0].replicas[0].clone();
     assert_eq!((r.calls, r.direct_calls), (20, 0), "{r:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dialled_provider_is_reached_at_its_address_and_its_direct_calls_counted() {
+    let dir = common::temp_dir();
+    let sock = dir.join("p.sock");
+    let mut remote = std::process::Command::new(common::PROVIDER)
+        .args(["--direct", "--unix"])
+        .arg(&sock)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let hub = Hub::start(&format!("[[provider]]\nname = \"remote\"\ndial = \"unix:{}\"\nrestart_backoff = \"10ms\"\n", sock.display()));
+    hub.wait_ready("remote", 1).await;
+    let c = hub.connect_with(&asking()).await;
+    until_direct(&c).await;
+    for i in 0..30u8 {
+        assert_eq!(c.call_raw("echo", Bytes::from(vec![i])).await.unwrap(), Bytes::from(vec![i]));
+    }
+    let r = replica_when(&hub, |r| r.direct_calls >= 30).await;
+    assert_eq!(r.direct_open, 1, "{r:?}");
+    let _ = remote.kill();
+    let _ = remote.wait();
+}

@@ -1,5 +1,5 @@
-//! A child provider's half of the direct path (`spec/PROTOCOL.md` §14.4,
-//! §14.5): the parent hub hands it connections (ACCEPT, a descriptor
+//! A provider's half of the direct path (`spec/PROTOCOL.md` §14.4,
+//! §14.5). A child's parent hub hands it connections (ACCEPT, a descriptor
 //! each), which it serves as the acceptor with the same service and
 //! limits as the parent connection, at most [`MAX_DIRECT`] at once; it
 //! counts the calls answered over them and reports the counts to the hub
@@ -8,10 +8,13 @@
 //! connection ends it drains the direct connections (GOAWAY `ok`: their
 //! clients send new calls through the hub) for up to [`DRAIN_GRACE`],
 //! less than the 200 ms a hub waits before it signals a stopping child.
+//! A provider serving a listener (a hub dials it, and hands its address
+//! to clients) counts the calls of every connection that is not a hub's
+//! and reports them on a hub's ([`DirectServe::serve_accepted`]).
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,6 +26,7 @@ use crate::direct::{DirectReport, REPORT_METHOD};
 use crate::engine::{ConnectionOptions, DirectHook, Handoff, Incoming, ServeFuture, Service};
 use crate::errors::{Code, Error};
 use crate::transport::fd::FdTransport;
+use crate::transport::DynTransport;
 
 /// Direct connections a replica serves at once; an ACCEPT beyond is
 /// closed at once (§14.7).
@@ -42,12 +46,17 @@ pub(crate) struct DirectServe {
     next: AtomicU64,
     /// A direct connection closed: report now.
     closed: Notify,
+    /// A hub connection is reporting (a listener's provider).
+    reporting: AtomicBool,
 }
 
-/// The service of a direct connection: the parent's, each call counted.
+/// The service of a direct connection: the parent's, each call counted
+/// while `on` (a listener's connection turns it off once it turns out to
+/// be a hub's: routed calls are the hub's to count).
 struct Counted {
     inner: Arc<dyn Service>,
     served: Arc<DirectServe>,
+    on: Arc<AtomicBool>,
 }
 
 impl Service for Counted {
@@ -56,6 +65,9 @@ impl Service for Counted {
     }
 
     fn call(&self, call: Incoming) -> Result<ServeFuture, Error> {
+        if !self.on.load(Relaxed) {
+            return self.inner.call(call);
+        }
         let served = self.served.clone();
         match self.inner.call(call) {
             Ok(fut) => Ok(Box::pin(async move {
@@ -84,7 +96,7 @@ impl DirectServe {
     pub(crate) fn options(self: &Arc<Self>, options: ConnectionOptions, service: Arc<dyn Service>) -> ConnectionOptions {
         let mut direct = options.clone();
         (direct.direct, direct.router, direct.handoff, direct.token, direct.require_token) = (false, None, None, None, None);
-        direct.service = Some(Arc::new(Counted { inner: service.clone(), served: self.clone() }));
+        direct.service = Some(Arc::new(Counted { inner: service.clone(), served: self.clone(), on: Arc::new(AtomicBool::new(true)) }));
         let this = self.clone();
         let hook: DirectHook = Arc::new(move |h| {
             if let Handoff::Accept { body, fd } = h {
@@ -112,13 +124,45 @@ impl DirectServe {
                 Ok(c) => c,
                 Err(e) => return tracing::info!(client = %label, "direct handshake failed: {e}"),
             };
-            let key = self.next.fetch_add(1, Relaxed);
-            self.conns.lock().unwrap().insert(key, conn.clone());
-            let why = conn.closed().await;
-            tracing::debug!(client = %label, "direct connection ended: {why}");
-            self.conns.lock().unwrap().remove(&key);
-            self.closed.notify_one();
+            self.serve_direct(conn, &label).await;
         });
+    }
+
+    /// Keeps `conn`, a direct connection, until it ends.
+    async fn serve_direct(&self, conn: Connection, label: &str) {
+        let key = self.next.fetch_add(1, Relaxed);
+        self.conns.lock().unwrap().insert(key, conn.clone());
+        let why = conn.closed().await;
+        tracing::debug!(client = %label, "direct connection ended: {why}");
+        self.conns.lock().unwrap().remove(&key);
+        self.closed.notify_one();
+    }
+
+    /// Serves a connection accepted on a listener (`Provider::serve`, a
+    /// provider a hub dials): one whose HELLO says `direct` and offers
+    /// `hubwire.report` is a hub's (the first such one still open gets the
+    /// reports: a hub dials one connection per replica of the same
+    /// process); any other is a direct connection, and its calls are
+    /// counted (§14.3, `via: address`).
+    pub(crate) async fn serve_accepted(self: Arc<Self>, t: DynTransport, mut options: ConnectionOptions, service: Arc<dyn Service>) {
+        let label = t.describe();
+        let on = Arc::new(AtomicBool::new(true));
+        options.service = Some(Arc::new(Counted { inner: service, served: self.clone(), on: on.clone() }));
+        let conn = match Connection::start(t, &options, false).await {
+            Ok(c) => c,
+            Err(e) => return tracing::warn!(peer = %label, "handshake failed: {e}"),
+        };
+        let hub = conn.peer().direct.is_some() && conn.peer().method(REPORT_METHOD).is_some();
+        if !hub {
+            return self.serve_direct(conn, &label).await;
+        }
+        on.store(false, Relaxed);
+        if self.reporting.swap(true, Relaxed) {
+            conn.closed().await;
+            return;
+        }
+        self.clone().report(conn).await;
+        self.reporting.store(false, Relaxed);
     }
 
     /// Reports the counts to the hub on `parent` until it ends (when the

@@ -184,9 +184,23 @@ impl Provider {
     /// Accepts connections on `listener` forever, serving these methods on
     /// each. A connection that fails its handshake is logged and dropped;
     /// the others go on.
+    ///
+    /// With [`ConnectionOptions::direct`] it takes the direct path for a
+    /// hub that dials it (`spec/PROTOCOL.md` §14): it says `direct` in its
+    /// HELLO, so the hub hands its address to trusted clients, and reports
+    /// the calls of every connection that is not a hub's to the hub
+    /// (`direct_serve.rs`).
     pub async fn serve(self, listener: impl Listener, options: ConnectionOptions) -> std::io::Result<()> {
-        let options = options.service(self);
         tracing::info!(listen = %listener.describe(), "serving");
+        if options.direct {
+            let (direct, service) = (Arc::new(DirectServe::default()), Arc::new(self) as Arc<dyn Service>);
+            let options = direct.options(options, service.clone());
+            loop {
+                let t = transport::accept(&listener).await?;
+                tokio::spawn(direct.clone().serve_accepted(t, options.clone(), service.clone()));
+            }
+        }
+        let options = options.service(self);
         loop {
             let t = transport::accept(&listener).await?;
             let options = options.clone();

@@ -12,7 +12,9 @@
 //! `--exit-at-once CODE` prints a fatal line on stderr and exits with CODE
 //! before serving: a provider in a crash loop. `--hello-after MS` waits
 //! that long before its handshake: a slow starter. `--unix PATH` serves on
-//! a Unix socket instead of the parent's descriptor (a dialled provider).
+//! a Unix socket instead of the parent's descriptor (a dialled provider);
+//! with `--direct` too, it takes the direct path (the hub hands its address
+//! to clients that ask).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -101,6 +103,8 @@ fn main() {
         });
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     let config = ConnectionOptions::new("hubwire-test-provider");
+    // `--direct`: a dialled provider that takes the direct path (spec §14).
+    let config = config.direct(args.iter().any(|a| a == "--direct"));
     if let Some(path) = flag("--unix") {
         let served = rt.block_on(async move {
             let listener = hubwire::transport::unix::UnixListener::bind(&path)?;
