@@ -41,6 +41,19 @@ pub fn render(reg: &Registry) -> String {
         "Calls routed to the replica and not answered yet.",
         per_replica(&|r| r.in_flight.load(Ordering::Relaxed).to_string()),
     );
+    // The direct path (spec §14.5): as the replicas reported.
+    family(
+        "hubwire_direct_calls_total",
+        "counter",
+        "Calls the replica answered over direct connections, as it reported.",
+        per_replica(&|r| r.direct.calls.load(Ordering::Relaxed).to_string()),
+    );
+    family(
+        "hubwire_direct_errors_total",
+        "counter",
+        "Of those, answered with another code than ok.",
+        per_replica(&|r| r.direct.errors.load(Ordering::Relaxed).to_string()),
+    );
     let mut by_code = Vec::new();
     for p in &reg.providers {
         for r in &p.replicas {

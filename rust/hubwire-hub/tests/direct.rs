@@ -51,7 +51,7 @@ async fn replica_when(hub: &Hub, done: impl Fn(&ReplicaStatus) -> bool) -> Repli
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_asks_calls_the_replica_directly_and_the_calls_are_counted() {
-    let hub = Hub::start(ONE);
+    let hub = Hub::start_with("http = \"127.0.0.1:0\"\n", ONE, &[]);
     hub.wait_ready("test", 1).await;
     let c = hub.connect_with(&asking()).await;
     until_direct(&c).await;
@@ -66,6 +66,8 @@ async fn a_client_that_asks_calls_the_replica_directly_and_the_calls_are_counted
     // nothing of the 51 went through the hub.
     assert_eq!(r.calls, routed, "direct calls are not routed: {r:?}");
     assert_eq!((r.direct_errors, r.direct_open), (0, 1), "{r:?}");
+    let metrics = common::http(&hub.listening("HTTP gateway"), "GET", "/metrics", "").1;
+    assert!(metrics.contains(&format!("hubwire_direct_calls_total{{provider=\"test\",replica=\"0\"}} {}", r.direct_calls)), "{metrics}");
     let (code, table, _) = hub.cli(&["status"]);
     assert_eq!(code, 0);
     assert!(table.contains("DIRECT") && table.contains("open)"), "the table shows direct calls:\n{table}");
