@@ -163,7 +163,7 @@ impl Connection {
     pub async fn server_stream<I: Message, O: Message>(&self, method: &str, input: &I, opts: &CallOptions) -> Result<ItemStream<O>, Error> {
         let codec = I::codec_for(opts.codec.unwrap_or(Codec::Msgpack));
         let bytes = input.encode(codec).map_err(|e| Error::invalid_argument(format!("cannot encode input: {e}")))?;
-        let (tx, stream) = StreamIn::new(self.core().local.window);
+        let (tx, stream) = StreamIn::new(self.core().local.window, self.core().backlog.clone());
         let window = Some(stream.window.clone());
         let started = self.begin(method, Kind::ServerStream, &Payload { codec, bytes }, opts, OutSink::Stream(tx), None, window).await?;
         Ok(self.items(stream, &started))
@@ -181,7 +181,7 @@ impl Connection {
     /// Calls a bidirectional method: a sink for inputs (call `end` when
     /// done) and a stream of outputs.
     pub async fn bidi<I: Message, O: Message>(&self, method: &str, opts: &CallOptions) -> Result<(ItemSink<I>, ItemStream<O>), Error> {
-        let (tx, stream) = StreamIn::new(self.core().local.window);
+        let (tx, stream) = StreamIn::new(self.core().local.window, self.core().backlog.clone());
         let credit = Arc::new(Semaphore::new(self.peer().window as usize));
         let window = Some(stream.window.clone());
         let started = self.begin(method, Kind::Bidi, &empty(opts), opts, OutSink::Stream(tx), Some(credit.clone()), window).await?;
@@ -195,7 +195,7 @@ impl Connection {
     pub async fn call_any(&self, method: &str, kind: Kind, input: Payload, opts: &CallOptions) -> Result<AnyCall, Error> {
         let credit = kind.streams_in().then(|| Arc::new(Semaphore::new(self.peer().window as usize)));
         let (out, once, stream) = if kind.streams_out() {
-            let (tx, stream) = StreamIn::new(self.core().local.window);
+            let (tx, stream) = StreamIn::new(self.core().local.window, self.core().backlog.clone());
             (OutSink::Stream(tx), None, Some(stream))
         } else {
             let (tx, rx) = oneshot::channel();

@@ -6,12 +6,13 @@
 //! its method declares; any other error, or a panic, reaches the caller as
 //! that call's error only (a panic becomes a `defect`).
 //!
-//! Each call's handler runs in its own task. In low-latency mode it is
-//! first polled once on the connection's reader, so a handler that answers
-//! without waiting costs no task at all; the flip side is that a handler
-//! that computes for long before its first `.await` holds up the other
-//! calls on that connection meanwhile. Put such work in
-//! `tokio::task::spawn_blocking` (or use efficient mode).
+//! A handler is first polled once on the connection's reader (in either
+//! wait mode), so one that answers without waiting costs no task at all;
+//! one that waits then runs in a task of its own. The flip side is that a
+//! handler that computes for long before its first `.await` holds up the
+//! other calls on that connection meanwhile: register its method with
+//! [`Provider::in_task`] (it then starts in its own task), or put the work
+//! in `tokio::task::spawn_blocking`.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -35,6 +36,8 @@ struct Method {
     /// The name once more, shared by every call's context.
     name: Arc<str>,
     handler: Box<HandlerFn>,
+    /// Never polled on the reader ([`Provider::in_task`]).
+    in_task: bool,
 }
 
 /// A set of methods under a name.
@@ -82,7 +85,7 @@ impl Provider {
     fn add(mut self, name: &str, kind: Kind, input: Value, output: Value, handler: Box<HandlerFn>) -> Provider {
         assert!(!name.is_empty() && name.len() <= 255, "method name must be 1-255 bytes: {name:?}");
         let info = MethodInfo { name: name.into(), kind, input, output, errors: None, doc: None };
-        if self.methods.insert(name.into(), Method { info, name: name.into(), handler }).is_none() {
+        if self.methods.insert(name.into(), Method { info, name: name.into(), handler, in_task: false }).is_none() {
             self.order.push(name.into());
         }
         self
@@ -175,6 +178,16 @@ impl Provider {
         self
     }
 
+    /// Runs the handler of method `name` in a task of its own from the
+    /// start, never on the connection's reader: for a handler that computes
+    /// before its first `.await`, which would otherwise hold up the other
+    /// calls on the connection while it does. Costs a task per call.
+    pub fn in_task(mut self, name: &str) -> Provider {
+        let m = self.methods.get_mut(name).unwrap_or_else(|| panic!("in_task: no method {name:?}"));
+        m.in_task = true;
+        self
+    }
+
     /// Whether this provider has a method called `name`.
     pub fn has(&self, name: &str) -> bool {
         self.methods.contains_key(name)
@@ -239,6 +252,15 @@ impl Service for Provider {
             let (is, asked) = (m.info.kind.name(), call.kind().name());
             return Err(Error::invalid_argument(format!("method {:?} is {is}, called as {asked}", call.method())));
         }
-        (m.handler)(call.context_named(m.name.clone()), call)
+        let work = (m.handler)(call.context_named(m.name.clone()), call)?;
+        if !m.in_task {
+            return Ok(work);
+        }
+        // The engine's first poll, on the reader, only meets the yield; the
+        // handler's own code starts when its task polls again.
+        Ok(Box::pin(async move {
+            tokio::task::yield_now().await;
+            work.await
+        }))
     }
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
+use super::backlog::Backlog;
 use super::credit::RecvWindow;
 use crate::codec::Payload;
 use crate::context::CancelSignal;
@@ -24,17 +25,19 @@ pub(crate) enum Event {
 }
 
 /// The receiving half of a stream as the engine builds it: what the reader
-/// delivers, and the window it spends.
+/// delivers, the window it spends, and the connection's [`Backlog`] its
+/// waiting items count in (`recv` and `Drop` are in `backlog.rs`).
 pub(crate) struct StreamIn {
     pub(crate) rx: mpsc::UnboundedReceiver<Event>,
     pub(crate) window: Arc<RecvWindow>,
+    pub(crate) backlog: Arc<Backlog>,
 }
 
 impl StreamIn {
     /// A new stream: the half the reader sends to, and this half.
-    pub(crate) fn new(window: u32) -> (mpsc::UnboundedSender<Event>, StreamIn) {
+    pub(crate) fn new(window: u32, backlog: Arc<Backlog>) -> (mpsc::UnboundedSender<Event>, StreamIn) {
         let (tx, rx) = mpsc::unbounded_channel();
-        (tx, StreamIn { rx, window: RecvWindow::new(window) })
+        (tx, StreamIn { rx, window: RecvWindow::new(window), backlog })
     }
 }
 

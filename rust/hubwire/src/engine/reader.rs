@@ -320,7 +320,7 @@ fn on_item(core: &Arc<Core>, id: u32, payload: Payload) -> Result<(), FrameError
             return Err(FrameError::protocol(format!("ITEM for call {id}, which has no stream from the callee")));
         };
         if window.on_item() {
-            let _ = tx.send(Event::Item(payload));
+            core.backlog.deliver(tx, payload);
             return Ok(());
         }
         let call = st.out.remove(&id).expect("present");
@@ -335,7 +335,7 @@ fn on_item(core: &Arc<Core>, id: u32, payload: Payload) -> Result<(), FrameError
         };
         if window.on_item() {
             if let Some(tx) = &served.items {
-                let _ = tx.send(Event::Item(payload));
+                core.backlog.deliver(tx, payload);
             }
             return Ok(());
         }
