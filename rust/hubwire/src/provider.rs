@@ -264,3 +264,35 @@ impl Service for Provider {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{testing, Provider};
+
+    /// The task a handler's body runs in, as text.
+    fn task() -> String {
+        tokio::task::id().to_string()
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_handler_runs_on_the_reader_unless_its_method_is_in_task() {
+        let p = Provider::new("p")
+            .unary("here", |_ctx, (): ()| async move { Ok(task()) })
+            .unary("there", |_ctx, (): ()| async move { Ok(task()) })
+            .unary("there_again", |_ctx, (): ()| async move { Ok(task()) })
+            .in_task("there")
+            .in_task("there_again");
+        let pair = testing::pair(p).await;
+        let mut here = Vec::new();
+        for _ in 0..2 {
+            here.push(pair.client.call::<(), String>("here", &()).await.unwrap());
+        }
+        let there: String = pair.client.call("there", &()).await.unwrap();
+        let there_again: String = pair.client.call("there_again", &()).await.unwrap();
+        // Both inline calls ran in the one reader task; each in_task call
+        // in a task of its own.
+        assert_eq!(here[0], here[1], "inline handlers run in the connection's reader");
+        assert_ne!(there, here[0], "an in_task handler does not run in the reader");
+        assert_ne!(there, there_again, "each in_task call has its own task");
+    }
+}
