@@ -213,7 +213,9 @@ pub fn check(res: &Results) -> Vec<TargetCheck> {
                 h.cpu_us_per_call,
                 h.system,
                 h.mode,
-                floor_best.map(|f| format!("{:.2} µs ({}, {})", f.cpu_us_per_call, f.system, f.mode)).unwrap_or_else(|| "not measured".into())
+                floor_best
+                    .map(|f| format!("{:.2} µs ({}, {})", f.cpu_us_per_call, f.system, f.mode))
+                    .unwrap_or_else(|| "not measured".into())
             ),
             ratio: Some(h.cpu_us_per_call / 0.35),
             limit: "≤ 1 (of 0.35 µs)".into(),

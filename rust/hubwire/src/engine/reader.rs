@@ -22,7 +22,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use hubwire_frame::{Code, Decoder, Frame, FrameError};
 
-use super::calls::{Event, OutSink, Served};
+use super::calls::{deliver, Event, OutSink, Served};
 use super::serve::{self, Service};
 use super::state::Core;
 use super::wait::{Spinner, WaitMode};
@@ -331,7 +331,7 @@ fn on_item(core: &Arc<Core>, id: u32, payload: Payload) -> Result<(), FrameError
             return Err(FrameError::protocol(format!("ITEM for call {id}, which has no stream from the callee")));
         };
         if window.on_item() {
-            core.backlog.deliver(tx, payload);
+            deliver(&core.backlog, tx, payload);
             return Ok(());
         }
         let call = st.out.remove(&id).expect("present");
@@ -346,7 +346,7 @@ fn on_item(core: &Arc<Core>, id: u32, payload: Payload) -> Result<(), FrameError
         };
         if window.on_item() {
             if let Some(tx) = &served.items {
-                core.backlog.deliver(tx, payload);
+                deliver(&core.backlog, tx, payload);
             }
             return Ok(());
         }

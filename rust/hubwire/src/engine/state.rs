@@ -15,7 +15,7 @@ use hubwire_frame::{Codec, Frame, Hello, Kind};
 use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use super::backlog::{self, Backlog};
+use super::backlog::Backlog;
 use super::calls::{CallTable, OutCall, OutSink};
 use super::credit::RecvWindow;
 use super::wait::Kick;
@@ -68,7 +68,7 @@ impl Core {
             low_latency,
             closed: watch::channel(None).0,
             idle: Notify::new(),
-            backlog: backlog::new(),
+            backlog: Backlog::new(),
         }
     }
 
