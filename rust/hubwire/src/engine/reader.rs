@@ -212,14 +212,20 @@ pub(crate) async fn linger(t: &dyn Transport) {
 }
 
 /// Reads at least one byte (or end of stream), waiting as the mode says.
+///
+/// In efficient mode it reads through `poll_read` alone. A `try_read`
+/// first would cost a `recv` that finds nothing (the peer has not answered
+/// yet) and leaves the reactor's cached readiness set, so `poll_read` would
+/// then make a second one before it waits: two `EAGAIN`s per wake-up where
+/// one clears the readiness (`transport/fd.rs`).
 async fn read_more(core: &Core, buf: &mut BytesMut, spinner: &mut Spinner, delivered: &mut bool) -> io::Result<usize> {
     let t = &*core.transport;
     loop {
-        match t.try_read(buf) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            r => return r,
-        }
         if spinner.enabled() {
+            match t.try_read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                r => return r,
+            }
             // After waking other tasks (a caller, a handler), do not spin:
             // they need this worker. Wait below until one of them sends a
             // request (the kick) or bytes arrive. Otherwise spin first.
