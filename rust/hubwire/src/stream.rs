@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use hubwire_frame::Codec;
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, TryAcquireError};
 use tokio::time::Instant;
 
 use crate::codec::Message;
@@ -146,23 +146,32 @@ impl<T: Message> ItemSink<T> {
             }
             return Err(e);
         }
-        let acquire = self.credit.acquire();
-        let permit = match self.deadline {
-            None => acquire.await,
-            Some(d) => match tokio::time::timeout_at(d, acquire).await {
-                Ok(p) => p,
-                Err(_) => {
-                    // The call is over for the caller: tell the callee.
-                    if self.guard.is_some() {
-                        self.core.cancel_out(self.id);
-                    }
-                    return Err(Error::new(Code::DeadlineExceeded, "deadline exceeded while waiting for credit"));
-                }
-            },
+        // Credit in hand (the usual case: the receiver grants it back in
+        // batches) costs no future and no wait.
+        let permit = match self.credit.try_acquire() {
+            Ok(p) => Ok(p),
+            Err(TryAcquireError::Closed) => Err(()),
+            Err(TryAcquireError::NoPermits) => {
+                let acquire = self.credit.acquire();
+                let waited = match self.deadline {
+                    None => acquire.await,
+                    Some(d) => match tokio::time::timeout_at(d, acquire).await {
+                        Ok(p) => p,
+                        Err(_) => {
+                            // The call is over for the caller: tell the callee.
+                            if self.guard.is_some() {
+                                self.core.cancel_out(self.id);
+                            }
+                            return Err(Error::new(Code::DeadlineExceeded, "deadline exceeded while waiting for credit"));
+                        }
+                    },
+                };
+                waited.map_err(|_| ())
+            }
         };
         match permit {
             Ok(p) => p.forget(),
-            Err(_) => return Err(Error::cancelled("the call has ended; no more items can be sent")),
+            Err(()) => return Err(Error::cancelled("the call has ended; no more items can be sent")),
         }
         self.core.writer.ready().await;
         self.core.send_item(self.id, codec, &bytes)

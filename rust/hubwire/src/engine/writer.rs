@@ -29,6 +29,7 @@
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
@@ -72,6 +73,11 @@ pub(crate) struct Writer {
     drained: Notify,
     /// Queued bytes above which senders wait and the reader pauses.
     cap: usize,
+    /// Whether more than `cap` is queued (and the writer is open), kept
+    /// beside the queue's lock so that the checks made per frame sent
+    /// ([`Writer::ready`]) and per REQUEST read ([`Writer::over_cap`]) take
+    /// no lock. Written under the lock whenever `queued` changes.
+    high: AtomicBool,
 }
 
 impl Writer {
@@ -79,6 +85,7 @@ impl Writer {
     pub(crate) fn new(transport: DynTransport, cap: usize) -> Arc<Writer> {
         let w = Arc::new(Writer {
             cap,
+            high: AtomicBool::new(false),
             q: Mutex::new(Queue { head: BytesMut::with_capacity(16 * 1024), ..Default::default() }),
             transport,
             stalled: Arc::new(Notify::new()),
@@ -144,6 +151,7 @@ impl Writer {
                 q.segs.push_back(payload.clone());
             }
             q.queued += added;
+            self.mark(&q);
             if q.flushing || q.corked {
                 return Ok(false);
             }
@@ -154,8 +162,13 @@ impl Writer {
 
     /// Whether more than the cap is queued (and the writer is open).
     pub(crate) fn over_cap(&self) -> bool {
-        let q = self.q.lock().unwrap();
-        q.queued > self.cap && q.closed.is_none()
+        self.high.load(Ordering::Acquire)
+    }
+
+    /// Updates [`Writer::over_cap`] after `q.queued` or `q.closed` changed
+    /// (called with the lock held).
+    fn mark(&self, q: &Queue) {
+        self.high.store(q.queued > self.cap && q.closed.is_none(), Ordering::Release);
     }
 
     /// Bytes queued and not yet taken by the transport.
@@ -167,6 +180,9 @@ impl Writer {
     /// Waits while more than the cap is queued: backpressure for senders
     /// that can wait, and for the reader.
     pub(crate) async fn ready(&self) {
+        if !self.over_cap() {
+            return;
+        }
         loop {
             let notified = self.drained.notified();
             {
@@ -203,6 +219,7 @@ impl Writer {
         q.segs.clear();
         q.head.clear();
         q.queued = 0;
+        self.mark(&q);
         drop(q);
         self.drained.notify_waiters();
         self.stalled.notify_one();
@@ -216,6 +233,7 @@ impl Writer {
         if q.segs.is_empty() || q.closed.is_some() {
             q.flushing = false;
             q.queued = 0;
+            self.mark(&q);
             drop(q);
             self.drained.notify_waiters();
             return false;
@@ -239,6 +257,7 @@ impl Writer {
         let mut q = self.q.lock().unwrap();
         let was_high = q.queued > self.cap;
         q.queued = q.queued.saturating_sub(n);
+        self.mark(&q);
         if was_high && q.queued <= self.cap {
             drop(q);
             self.drained.notify_waiters();
