@@ -8,11 +8,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use hubwire_frame::Kind;
 use tokio::sync::{oneshot, Semaphore};
+use tokio::time::Instant;
 
 use crate::codec::{Codec, Message, Payload};
 use crate::connection::Connection;
 use crate::direct::routed;
-use crate::engine::{self, OutSink, StreamIn};
+use crate::engine::{self, Core, OutSink, StreamIn};
 use crate::errors::{Code, Error};
 use crate::stream::{CallGuard, ItemSink, ItemStream};
 
@@ -160,8 +161,18 @@ impl Connection {
     async fn call_payload_on(&self, method: &str, input: Payload, opts: &CallOptions) -> Result<Payload, Error> {
         let (tx, rx) = oneshot::channel();
         let sink = OutSink::Once(tx);
-        let started = self.begin(method, Kind::Unary, &input, opts, sink, None, None).await?;
-        wait(rx, &started).await
+        let core = self.core();
+        let call = core.begin(method, Kind::Unary, &input, opts.timeout, sink, None, None).await?;
+        // A unary call has one handle, this future: it needs no shared
+        // guard (an allocation and a Connection clone per call), and once
+        // the answer is in, the reader has already taken the call out of
+        // the table, so there is nothing to cancel (no second lock).
+        let mut pending = Pending { core, id: call.id, answered: false };
+        let r = wait_for(rx, call.deadline, core).await;
+        // Only a local deadline leaves the call in the table (a peer's
+        // `deadline_exceeded` took it out too: cancelling it is a no-op).
+        pending.answered = !matches!(&r, Err(e) if e.code() == Code::DeadlineExceeded);
+        r
     }
 
     /// Calls a server-streaming method: one input, a stream of outputs.
@@ -172,7 +183,7 @@ impl Connection {
     async fn server_stream_on<I: Message, O: Message>(&self, method: &str, input: &I, opts: &CallOptions) -> Result<ItemStream<O>, Error> {
         let codec = I::codec_for(opts.codec.unwrap_or(Codec::Msgpack));
         let bytes = input.encode(codec).map_err(|e| Error::invalid_argument(format!("cannot encode input: {e}")))?;
-        let (tx, stream) = StreamIn::new(self.core().local.window);
+        let (tx, stream) = StreamIn::new(self.core().local.window, self.core().backlog.clone());
         let window = Some(stream.window.clone());
         let started = self.begin(method, Kind::ServerStream, &Payload { codec, bytes }, opts, OutSink::Stream(tx), None, window).await?;
         Ok(self.items(stream, &started))
@@ -198,7 +209,7 @@ impl Connection {
     }
 
     async fn bidi_on<I: Message, O: Message>(&self, method: &str, opts: &CallOptions) -> Result<(ItemSink<I>, ItemStream<O>), Error> {
-        let (tx, stream) = StreamIn::new(self.core().local.window);
+        let (tx, stream) = StreamIn::new(self.core().local.window, self.core().backlog.clone());
         let credit = Arc::new(Semaphore::new(self.peer().window as usize));
         let window = Some(stream.window.clone());
         let started = self.begin(method, Kind::Bidi, &empty(opts), opts, OutSink::Stream(tx), Some(credit.clone()), window).await?;
@@ -216,7 +227,7 @@ impl Connection {
     async fn call_any_on(&self, method: &str, kind: Kind, input: Payload, opts: &CallOptions) -> Result<AnyCall, Error> {
         let credit = kind.streams_in().then(|| Arc::new(Semaphore::new(self.peer().window as usize)));
         let (out, once, stream) = if kind.streams_out() {
-            let (tx, stream) = StreamIn::new(self.core().local.window);
+            let (tx, stream) = StreamIn::new(self.core().local.window, self.core().backlog.clone());
             (OutSink::Stream(tx), None, Some(stream))
         } else {
             let (tx, rx) = oneshot::channel();
@@ -265,7 +276,12 @@ fn empty(opts: &CallOptions) -> Payload {
 /// Waits for a RESPONSE, honouring the deadline. On the deadline, the
 /// guard's drop sends CANCEL.
 async fn wait(rx: oneshot::Receiver<Result<Payload, Error>>, s: &Started) -> Result<Payload, Error> {
-    let r = match s.call.deadline {
+    wait_for(rx, s.call.deadline, s.guard.conn.core()).await
+}
+
+/// Waits for the outcome on `rx` until `deadline`.
+async fn wait_for(rx: oneshot::Receiver<Result<Payload, Error>>, deadline: Option<Instant>, core: &Core) -> Result<Payload, Error> {
+    let r = match deadline {
         None => rx.await,
         Some(d) => match tokio::time::timeout_at(d, rx).await {
             Ok(r) => r,
@@ -274,7 +290,26 @@ async fn wait(rx: oneshot::Receiver<Result<Payload, Error>>, s: &Started) -> Res
     };
     // The call was dropped from the table without an answer: by its own
     // deadline (cancel_out), or because the connection died.
-    r.unwrap_or_else(|_| Err(s.guard.conn.core().lost_call_error(s.call.deadline)))
+    r.unwrap_or_else(|_| Err(core.lost_call_error(deadline)))
+}
+
+/// A unary call between its REQUEST and its outcome: dropped before the
+/// outcome (the caller's future was dropped, or its deadline passed), it
+/// sends CANCEL.
+struct Pending<'a> {
+    core: &'a Core,
+    id: u32,
+    /// The outcome came from the reader, which took the call out of the
+    /// table: nothing to cancel.
+    answered: bool,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.core.cancel_out(self.id);
+        }
+    }
 }
 
 fn decode_output<O: Message>(p: Payload) -> Result<O, Error> {

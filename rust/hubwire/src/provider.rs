@@ -6,12 +6,13 @@
 //! its method declares; any other error, or a panic, reaches the caller as
 //! that call's error only (a panic becomes a `defect`).
 //!
-//! Each call's handler runs in its own task. In low-latency mode it is
-//! first polled once on the connection's reader, so a handler that answers
-//! without waiting costs no task at all; the flip side is that a handler
-//! that computes for long before its first `.await` holds up the other
-//! calls on that connection meanwhile. Put such work in
-//! `tokio::task::spawn_blocking` (or use efficient mode).
+//! A handler is first polled once on the connection's reader (in either
+//! wait mode), so one that answers without waiting costs no task at all;
+//! one that waits then runs in a task of its own. The flip side is that a
+//! handler that computes for long before its first `.await` holds up the
+//! other calls on that connection meanwhile: register its method with
+//! [`Provider::in_task`] (it then starts in its own task), or put the work
+//! in `tokio::task::spawn_blocking`.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -36,6 +37,8 @@ struct Method {
     /// The name once more, shared by every call's context.
     name: Arc<str>,
     handler: Box<HandlerFn>,
+    /// Never polled on the reader ([`Provider::in_task`]).
+    in_task: bool,
 }
 
 /// A set of methods under a name.
@@ -83,7 +86,7 @@ impl Provider {
     fn add(mut self, name: &str, kind: Kind, input: Value, output: Value, handler: Box<HandlerFn>) -> Provider {
         assert!(!name.is_empty() && name.len() <= 255, "method name must be 1-255 bytes: {name:?}");
         let info = MethodInfo { name: name.into(), kind, input, output, errors: None, doc: None };
-        if self.methods.insert(name.into(), Method { info, name: name.into(), handler }).is_none() {
+        if self.methods.insert(name.into(), Method { info, name: name.into(), handler, in_task: false }).is_none() {
             self.order.push(name.into());
         }
         self
@@ -176,6 +179,16 @@ impl Provider {
         self
     }
 
+    /// Runs the handler of method `name` in a task of its own from the
+    /// start, never on the connection's reader: for a handler that computes
+    /// before its first `.await`, which would otherwise hold up the other
+    /// calls on the connection while it does. Costs a task per call.
+    pub fn in_task(mut self, name: &str) -> Provider {
+        let m = self.methods.get_mut(name).unwrap_or_else(|| panic!("in_task: no method {name:?}"));
+        m.in_task = true;
+        self
+    }
+
     /// Whether this provider has a method called `name`.
     pub fn has(&self, name: &str) -> bool {
         self.methods.contains_key(name)
@@ -263,6 +276,47 @@ impl Service for Provider {
             let (is, asked) = (m.info.kind.name(), call.kind().name());
             return Err(Error::invalid_argument(format!("method {:?} is {is}, called as {asked}", call.method())));
         }
-        (m.handler)(call.context_named(m.name.clone()), call)
+        let work = (m.handler)(call.context_named(m.name.clone()), call)?;
+        if !m.in_task {
+            return Ok(work);
+        }
+        // The engine's first poll, on the reader, only meets the yield; the
+        // handler's own code starts when its task polls again.
+        Ok(Box::pin(async move {
+            tokio::task::yield_now().await;
+            work.await
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{testing, Provider};
+
+    /// The task a handler's body runs in, as text.
+    fn task() -> String {
+        tokio::task::id().to_string()
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_handler_runs_on_the_reader_unless_its_method_is_in_task() {
+        let p = Provider::new("p")
+            .unary("here", |_ctx, (): ()| async move { Ok(task()) })
+            .unary("there", |_ctx, (): ()| async move { Ok(task()) })
+            .unary("there_again", |_ctx, (): ()| async move { Ok(task()) })
+            .in_task("there")
+            .in_task("there_again");
+        let pair = testing::pair(p).await;
+        let mut here = Vec::new();
+        for _ in 0..2 {
+            here.push(pair.client.call::<(), String>("here", &()).await.unwrap());
+        }
+        let there: String = pair.client.call("there", &()).await.unwrap();
+        let there_again: String = pair.client.call("there_again", &()).await.unwrap();
+        // Both inline calls ran in the one reader task; each in_task call
+        // in a task of its own.
+        assert_eq!(here[0], here[1], "inline handlers run in the connection's reader");
+        assert_ne!(there, here[0], "an in_task handler does not run in the reader");
+        assert_ne!(there, there_again, "each in_task call has its own task");
     }
 }

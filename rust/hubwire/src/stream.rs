@@ -9,12 +9,12 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use hubwire_frame::Codec;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{Semaphore, TryAcquireError};
 use tokio::time::Instant;
 
 use crate::codec::Message;
 use crate::connection::Connection;
-use crate::engine::{Core, Event, Incoming, RecvWindow, StreamIn};
+use crate::engine::{Core, Event, Incoming, StreamIn};
 use crate::errors::{Code, Error};
 
 /// Cancels a call this side started when the last handle to it is dropped
@@ -35,8 +35,7 @@ impl Drop for CallGuard {
 pub struct ItemStream<T> {
     core: Arc<Core>,
     id: u32,
-    rx: mpsc::UnboundedReceiver<Event>,
-    window: Arc<RecvWindow>,
+    items: StreamIn,
     deadline: Option<Instant>,
     /// `invalid_argument` in a handler, `internal` in a caller.
     decode_code: Code,
@@ -54,7 +53,7 @@ impl<T: Message> ItemStream<T> {
         decode_code: Code,
         guard: Option<Arc<CallGuard>>,
     ) -> ItemStream<T> {
-        ItemStream { core, id, rx: parts.rx, window: parts.window, deadline, decode_code, done: false, guard, _t: PhantomData }
+        ItemStream { core, id, items: parts, deadline, decode_code, done: false, guard, _t: PhantomData }
     }
 
     /// The next item; `Ok(None)` when the stream ended normally, `Err` with
@@ -64,8 +63,8 @@ impl<T: Message> ItemStream<T> {
             return Ok(None);
         }
         let event = match self.deadline {
-            None => self.rx.recv().await,
-            Some(d) => match tokio::time::timeout_at(d, self.rx.recv()).await {
+            None => self.items.recv().await,
+            Some(d) => match tokio::time::timeout_at(d, self.items.recv()).await {
                 Ok(e) => e,
                 Err(_) => {
                     self.done = true;
@@ -78,7 +77,7 @@ impl<T: Message> ItemStream<T> {
         };
         match event {
             Some(Event::Item(p)) => {
-                if let Some(credit) = self.window.consumed() {
+                if let Some(credit) = self.items.window.consumed() {
                     self.core.grant(self.id, credit);
                 }
                 T::decode(p).map(Some).map_err(|m| Error::new(self.decode_code, format!("cannot decode item: {m}")))
@@ -147,23 +146,32 @@ impl<T: Message> ItemSink<T> {
             }
             return Err(e);
         }
-        let acquire = self.credit.acquire();
-        let permit = match self.deadline {
-            None => acquire.await,
-            Some(d) => match tokio::time::timeout_at(d, acquire).await {
-                Ok(p) => p,
-                Err(_) => {
-                    // The call is over for the caller: tell the callee.
-                    if self.guard.is_some() {
-                        self.core.cancel_out(self.id);
-                    }
-                    return Err(Error::new(Code::DeadlineExceeded, "deadline exceeded while waiting for credit"));
-                }
-            },
+        // Credit in hand (the usual case: the receiver grants it back in
+        // batches) costs no future and no wait.
+        let permit = match self.credit.try_acquire() {
+            Ok(p) => Ok(p),
+            Err(TryAcquireError::Closed) => Err(()),
+            Err(TryAcquireError::NoPermits) => {
+                let acquire = self.credit.acquire();
+                let waited = match self.deadline {
+                    None => acquire.await,
+                    Some(d) => match tokio::time::timeout_at(d, acquire).await {
+                        Ok(p) => p,
+                        Err(_) => {
+                            // The call is over for the caller: tell the callee.
+                            if self.guard.is_some() {
+                                self.core.cancel_out(self.id);
+                            }
+                            return Err(Error::new(Code::DeadlineExceeded, "deadline exceeded while waiting for credit"));
+                        }
+                    },
+                };
+                waited.map_err(|_| ())
+            }
         };
         match permit {
             Ok(p) => p.forget(),
-            Err(_) => return Err(Error::cancelled("the call has ended; no more items can be sent")),
+            Err(()) => return Err(Error::cancelled("the call has ended; no more items can be sent")),
         }
         self.core.writer.ready().await;
         self.core.send_item(self.id, codec, &bytes)

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
+use super::backlog::Backlog;
 use super::credit::RecvWindow;
 use crate::codec::Payload;
 use crate::context::CancelSignal;
@@ -24,17 +25,56 @@ pub(crate) enum Event {
 }
 
 /// The receiving half of a stream as the engine builds it: what the reader
-/// delivers, and the window it spends.
+/// delivers, the window it spends, and the connection's [`Backlog`] its
+/// waiting items count in (`recv` and `Drop` are in `backlog.rs`).
 pub(crate) struct StreamIn {
     pub(crate) rx: mpsc::UnboundedReceiver<Event>,
     pub(crate) window: Arc<RecvWindow>,
+    pub(crate) backlog: Arc<Backlog>,
 }
 
 impl StreamIn {
     /// A new stream: the half the reader sends to, and this half.
-    pub(crate) fn new(window: u32) -> (mpsc::UnboundedSender<Event>, StreamIn) {
+    pub(crate) fn new(window: u32, backlog: Arc<Backlog>) -> (mpsc::UnboundedSender<Event>, StreamIn) {
         let (tx, rx) = mpsc::unbounded_channel();
-        (tx, StreamIn { rx, window: RecvWindow::new(window) })
+        (tx, StreamIn { rx, window: RecvWindow::new(window), backlog })
+    }
+
+    /// The next event of the stream, uncounting an item from the backlog.
+    pub(crate) async fn recv(&mut self) -> Option<Event> {
+        let e = self.rx.recv().await;
+        if let Some(Event::Item(_)) = &e {
+            self.backlog.taken(1);
+        }
+        e
+    }
+}
+
+impl Drop for StreamIn {
+    fn drop(&mut self) {
+        // No more sends succeed after `close`; the items already queued
+        // leave the backlog with the stream.
+        self.rx.close();
+        let mut unread = 0;
+        while let Ok(e) = self.rx.try_recv() {
+            if matches!(e, Event::Item(_)) {
+                unread += 1;
+            }
+        }
+        if unread > 0 {
+            self.backlog.taken(unread);
+        }
+    }
+}
+
+/// Hands one ITEM to a stream (the half the reader sends to), counting it
+/// in the connection's backlog while it waits there.
+pub(crate) fn deliver(backlog: &Backlog, tx: &mpsc::UnboundedSender<Event>, payload: Payload) {
+    // Counted before the send: the consumer may take it (and uncount it)
+    // before `send` returns.
+    backlog.added();
+    if tx.send(Event::Item(payload)).is_err() {
+        backlog.taken(1);
     }
 }
 
@@ -228,6 +268,38 @@ mod tests {
         assert!(low.len() > 600, "1024 ids fell into only {} of 1024 buckets", low.len());
         assert_eq!(top.len(), 128, "the top 7 bits take every value");
         assert_ne!(build.hash_one(1u32), build.hash_one(3u32));
+    }
+
+    fn item() -> Payload {
+        Payload { codec: hubwire_frame::Codec::Raw, bytes: bytes::Bytes::from_static(b"x") }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn stream_items_count_in_the_backlog_until_taken() {
+        let b = Backlog::new();
+        let (tx, mut s) = StreamIn::new(8, b.clone());
+        deliver(&b, &tx, item());
+        deliver(&b, &tx, item());
+        assert!(b.pending());
+        assert!(matches!(s.recv().await, Some(Event::Item(_))));
+        assert!(b.pending(), "one still waits");
+        tx.send(Event::End(Ok(None))).unwrap();
+        assert!(matches!(s.recv().await, Some(Event::Item(_))));
+        assert!(!b.pending());
+        assert!(matches!(s.recv().await, Some(Event::End(_))), "an END is not counted");
+        assert!(!b.pending());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_dropped_stream_takes_its_unread_items_out_of_the_backlog_and_refuses_more() {
+        let b = Backlog::new();
+        let (tx, s) = StreamIn::new(8, b.clone());
+        deliver(&b, &tx, item());
+        deliver(&b, &tx, item());
+        drop(s);
+        assert!(!b.pending());
+        deliver(&b, &tx, item());
+        assert!(!b.pending(), "an item for a stream that is gone is not counted");
     }
 
     #[test]

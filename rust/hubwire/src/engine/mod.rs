@@ -22,6 +22,7 @@
 //! TypeScript SDK (`ts/src/engine/`), except `wait`: a JavaScript runtime
 //! waits in its event loop.
 
+mod backlog;
 mod calls;
 mod credit;
 mod direct;

@@ -4,9 +4,10 @@
 //! [`WaitMode`] says.
 //!
 //! Two bounds on memory live here. A frame is read into the buffer as its
-//! bytes arrive: a header announcing a large body reserves at most as much
-//! again as is already buffered, never the announced size, so a peer that
-//! sends a header and stops costs what it sent. And while our write queue
+//! bytes arrive: a header announcing a large body reserves at most
+//! [`GROWTH`] times what is already buffered, never the announced size, so
+//! a peer that sends a header and stops costs a bounded multiple of what
+//! it sent. And while our write queue
 //! is over its cap (the peer is not reading what we send), a new call or
 //! PING from the peer is held, and nothing more is read, until the queue
 //! drains; if it stays over the cap for `write_stall_timeout`, the
@@ -21,7 +22,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 use hubwire_frame::{Code, Decoder, Frame, FrameError};
 
-use super::calls::{Event, OutSink, Served};
+use super::calls::{deliver, Event, OutSink, Served};
 use super::serve::{self, Service};
 use super::state::Core;
 use super::wait::{Spinner, WaitMode};
@@ -32,11 +33,21 @@ use crate::transport::Transport;
 /// Bytes asked of the transport per read.
 pub(crate) const READ_CHUNK: usize = 64 * 1024;
 
+/// How much a large frame's buffer grows at a time: to this many times
+/// what has arrived. Each growth copies what arrived into the new buffer,
+/// so the copies of one frame add up to 1/(GROWTH − 1) of its size: with
+/// 2 (as before issue 15) a 1 MiB frame was copied once more in user
+/// space on top of the kernel's copy, which showed as ~20 % of the bulk
+/// row's samples (`memmove`, and page faults in each new buffer); with 4,
+/// a third of it. A frame that never arrives costs at most 4 times what
+/// did, and never more than `max_frame`.
+pub(crate) const GROWTH: usize = 4;
+
 /// Makes room in `buf` for the next read. A frame larger than a read
-/// chunk whose header is buffered grows the buffer by doubling what has
-/// arrived, to exactly its end and no further: its payload, split off
-/// later, then pins its own size and not a doubled allocation, and a
-/// frame that never arrives costs no more than twice what did. Otherwise
+/// chunk whose header is buffered grows the buffer to [`GROWTH`] times
+/// what has arrived, to exactly its end and no further: its payload, split
+/// off later, then pins its own size and not a larger allocation, and a
+/// frame that never arrives costs no more than `GROWTH` times what did. Otherwise
 /// at least 4 KiB is free, a chunk when more is needed.
 pub(crate) fn reserve(decoder: &Decoder, buf: &mut BytesMut) {
     let (len, spare) = (buf.len(), buf.capacity() - buf.len());
@@ -45,7 +56,7 @@ pub(crate) fn reserve(decoder: &Decoder, buf: &mut BytesMut) {
         _ => 0,
     };
     if want > spare && len + want > READ_CHUNK {
-        let target = (len + want).min((len * 2).max(READ_CHUNK));
+        let target = (len + want).min((len * GROWTH).max(READ_CHUNK));
         if target > len + spare {
             let mut grown = BytesMut::with_capacity(target);
             grown.extend_from_slice(buf);
@@ -201,14 +212,20 @@ pub(crate) async fn linger(t: &dyn Transport) {
 }
 
 /// Reads at least one byte (or end of stream), waiting as the mode says.
+///
+/// In efficient mode it reads through `poll_read` alone. A `try_read`
+/// first would cost a `recv` that finds nothing (the peer has not answered
+/// yet) and leaves the reactor's cached readiness set, so `poll_read` would
+/// then make a second one before it waits: two `EAGAIN`s per wake-up where
+/// one clears the readiness (`transport/fd.rs`).
 async fn read_more(core: &Core, buf: &mut BytesMut, spinner: &mut Spinner, delivered: &mut bool) -> io::Result<usize> {
     let t = &*core.transport;
     loop {
-        match t.try_read(buf) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            r => return r,
-        }
         if spinner.enabled() {
+            match t.try_read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                r => return r,
+            }
             // After waking other tasks (a caller, a handler), do not spin:
             // they need this worker. Wait below until one of them sends a
             // request (the kick) or bytes arrive. Otherwise spin first.
@@ -324,7 +341,7 @@ fn on_item(core: &Arc<Core>, id: u32, payload: Payload) -> Result<(), FrameError
             return Err(FrameError::protocol(format!("ITEM for call {id}, which has no stream from the callee")));
         };
         if window.on_item() {
-            let _ = tx.send(Event::Item(payload));
+            deliver(&core.backlog, tx, payload);
             return Ok(());
         }
         let call = st.out.remove(&id).expect("present");
@@ -339,7 +356,7 @@ fn on_item(core: &Arc<Core>, id: u32, payload: Payload) -> Result<(), FrameError
         };
         if window.on_item() {
             if let Some(tx) = &served.items {
-                let _ = tx.send(Event::Item(payload));
+                deliver(&core.backlog, tx, payload);
             }
             return Ok(());
         }
@@ -389,7 +406,7 @@ mod tests {
         let mut buf = header(body);
         buf.extend_from_slice(&[0; 64 * 1024]);
         reserve(&decoder, &mut buf);
-        assert!(buf.capacity() <= 2 * buf.len(), "reserved {} for {} arrived", buf.capacity(), buf.len());
+        assert!(buf.capacity() <= GROWTH * buf.len(), "reserved {} for {} arrived", buf.capacity(), buf.len());
         // Fill what is free, as reads would, until the frame is whole
         // (the reader then splits it off before it reserves again).
         loop {

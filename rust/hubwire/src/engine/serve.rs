@@ -7,9 +7,11 @@
 //! reach it, the deadline. It then hands the call to the connection's
 //! service, runs the future the service returns — catching panics, dropping
 //! it when the caller cancels or the deadline passes — and answers with
-//! what it yields. In low-latency mode the future is first polled once
-//! right here on the reader, so a call answered without waiting costs no
-//! task at all.
+//! what it yields. The future is first polled once right here on the
+//! reader, in either wait mode, so a call answered without waiting costs
+//! no task and no entry in the call table; a future that must not run on
+//! the reader (it computes before its first await) yields first
+//! (`Provider::in_task`).
 //!
 //! A [`Provider`](crate::Provider) is a service (methods by name, typed
 //! handlers); so is the hub's registry, which relays each call elsewhere.
@@ -45,7 +47,11 @@ pub trait Service: Send + Sync + 'static {
     /// Serves one call, whatever its method. `Err` refuses it at once — an
     /// unknown method (`unknown_method`), a kind mismatch or an input that
     /// does not decode (`invalid_argument`) — and it is answered without a
-    /// task. `Ok` is the call's work, which the engine runs to its answer.
+    /// task. `Ok` is the call's work, which the engine runs to its answer:
+    /// it polls it once on the connection's reader (the other frames of
+    /// the connection wait meanwhile), then, if it is not done, in a task
+    /// of its own. Work that computes for long before its first await
+    /// should yield first (`tokio::task::yield_now`).
     fn call(&self, call: Incoming) -> Result<ServeFuture, Error>;
 }
 
@@ -115,15 +121,11 @@ pub(crate) fn on_request(
         return Ok(false);
     };
     let deadline = (timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
-    let cancel = Arc::new(CancelSignal::default());
-    let (items_tx, items) = if kind.streams_in() {
-        let (tx, stream) = StreamIn::new(core.local.window);
-        (Some(tx), Some(stream))
-    } else {
-        (None, None)
-    };
-    let credit = kind.streams_out().then(|| Arc::new(Semaphore::new(core.peer.window as usize)));
-    {
+    // The protocol's checks under the table's lock, once. The call enters
+    // the table only if its work has to wait (below): one that answers
+    // when first polled is never seen by another frame (the reader is busy
+    // polling it), so it costs this one lock, no task and no entry.
+    let more = {
         let mut t = core.calls.lock().unwrap();
         if t.served.contains_key(&id) {
             return Err(FrameError::protocol(format!("REQUEST for call id {id}, which is already live")));
@@ -143,31 +145,48 @@ pub(crate) fn on_request(
             core.send_response(id, Err(e), false);
             return Ok(false);
         }
-        let recv = items.as_ref().map(|s| s.window.clone());
-        t.served.insert(id, Served { cancel: cancel.clone(), items: items_tx, recv, send_credit: credit.clone() });
-    }
+        !t.served.is_empty()
+    };
+    let cancel = Arc::new(CancelSignal::default());
+    let (items_tx, items) = if kind.streams_in() {
+        let (tx, stream) = StreamIn::new(core.local.window, core.backlog.clone());
+        (Some(tx), Some(stream))
+    } else {
+        (None, None)
+    };
+    let credit = kind.streams_out().then(|| Arc::new(Semaphore::new(core.peer.window as usize)));
+    let recv = items.as_ref().map(|s| s.window.clone());
+    let served = Served { cancel: cancel.clone(), items: items_tx, recv, send_credit: credit.clone() };
     let call =
         Incoming { method, id, kind, input, deadline, cancel: cancel.clone(), peer: core.peer.clone(), core: core.clone(), items, credit };
+    let answer = |served: Served, result| {
+        served.cancel();
+        core.send_response(id, result, more);
+        Ok(false)
+    };
     let mut work = match std::panic::catch_unwind(AssertUnwindSafe(|| service.call(call))) {
         Ok(Ok(work)) => CatchUnwind(work),
-        Ok(Err(refused)) => {
-            finish(core, id, &cancel, Some(Err(refused)));
-            return Ok(false);
-        }
-        Err(panic) => {
-            finish(core, id, &cancel, Some(Err(Error::defect(format!("service panicked: {}", panic_message(&*panic))))));
-            return Ok(false);
-        }
+        Ok(Err(refused)) => return answer(served, Err(refused)),
+        Err(panic) => return answer(served, Err(Error::defect(format!("service panicked: {}", panic_message(&*panic))))),
     };
-    if core.low_latency {
-        // Poll once right here: a handler that answers at once (most do)
-        // costs no task, no wake-up and no trip through the scheduler. One
-        // that has to wait moves to its own task, which polls it again
-        // with a real waker.
-        if let Poll::Ready(result) = Pin::new(&mut work).poll(&mut Context::from_waker(std::task::Waker::noop())) {
-            finish(core, id, &cancel, Some(result));
+    // Poll once right here, in either wait mode: a handler that answers at
+    // once (most do) costs no task, no wake-up and no trip through the
+    // scheduler. One that has to wait moves to its own task, which polls it
+    // again with a real waker. (A handler that computes for long before
+    // its first await yields first: `Provider::in_task`.)
+    if let Poll::Ready(result) = Pin::new(&mut work).poll(&mut Context::from_waker(std::task::Waker::noop())) {
+        return answer(served, result);
+    }
+    {
+        let mut t = core.calls.lock().unwrap();
+        if t.closed.is_some() {
+            // The connection died while the work was first polled: `die`
+            // cancelled the calls in the table, and this one with them.
+            drop(t);
+            served.cancel();
             return Ok(false);
         }
+        t.served.insert(id, served);
     }
     tokio::spawn(run(core.clone(), id, work, cancel, deadline));
     Ok(true)

@@ -15,6 +15,7 @@ use hubwire_frame::{Codec, Frame, Hello, Kind};
 use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
+use super::backlog::Backlog;
 use super::calls::{CallTable, OutCall, OutSink};
 use super::credit::RecvWindow;
 use super::wait::Kick;
@@ -41,6 +42,9 @@ pub(crate) struct Core {
     pub(crate) idle: Notify,
     /// Where DIRECT and ACCEPT frames go (`direct.rs`), set once at open.
     pub(crate) direct: std::sync::OnceLock<super::handoff::DirectHook>,
+    /// ITEMs delivered to our streams and not yet taken: while there are
+    /// some, the ITEMs and CREDITs we send can share a write.
+    pub(crate) backlog: Arc<Backlog>,
 }
 
 /// A call this side started, between its REQUEST and its end.
@@ -67,6 +71,7 @@ impl Core {
             closed: watch::channel(None).0,
             idle: Notify::new(),
             direct: std::sync::OnceLock::new(),
+            backlog: Backlog::new(),
         }
     }
 
@@ -112,9 +117,11 @@ impl Core {
     }
 
     /// Sends CREDIT for a stream we receive (what [`RecvWindow::consumed`]
-    /// returned).
+    /// returned); batched with what follows as ITEMs are (`send_item`).
     pub(crate) fn grant(&self, id: u32, credit: u32) {
-        let _ = self.send(&Frame::Credit { call_id: id, credit });
+        let frame = Frame::Credit { call_id: id, credit };
+        let head = |b: &mut BytesMut| frame.encode(b);
+        let _ = if self.backlog.pending() { self.writer.push_soon(head, &Bytes::new()) } else { self.writer.push(head, &Bytes::new()) };
     }
 
     /// Sends END: no more items from us on call `id`.
@@ -122,9 +129,15 @@ impl Core {
         self.send(&Frame::End { call_id: id })
     }
 
-    /// Sends an ITEM.
+    /// Sends an ITEM. While items that arrived are still waiting for the
+    /// application (it will send again at once: an echo, a pipelined
+    /// stream), the write is left to the background flusher so that a
+    /// burst leaves in one `sendmsg`; the item that empties the backlog
+    /// writes at once and takes the queued ones along (see `backlog.rs`).
     pub(crate) fn send_item(&self, id: u32, codec: Codec, payload: &Bytes) -> Result<(), Error> {
-        self.push(|b| encode_item_head(b, id, codec, payload.len()), payload)
+        let head = |b: &mut BytesMut| encode_item_head(b, id, codec, payload.len());
+        let sent = if self.backlog.pending() { self.writer.push_soon(head, payload) } else { self.writer.push(head, payload) };
+        sent.map_err(|r| Error::unavailable(format!("connection closed: {r}")))
     }
 
     /// Sends a RESPONSE; `soon` when other served calls are in flight (see

@@ -30,6 +30,7 @@
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::os::fd::BorrowedFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
@@ -73,6 +74,11 @@ pub(crate) struct Writer {
     drained: Notify,
     /// Queued bytes above which senders wait and the reader pauses.
     cap: usize,
+    /// Whether more than `cap` is queued (and the writer is open), kept
+    /// beside the queue's lock so that the checks made per frame sent
+    /// ([`Writer::ready`]) and per REQUEST read ([`Writer::over_cap`]) take
+    /// no lock. Written under the lock whenever `queued` changes.
+    high: AtomicBool,
 }
 
 impl Writer {
@@ -80,6 +86,7 @@ impl Writer {
     pub(crate) fn new(transport: DynTransport, cap: usize) -> Arc<Writer> {
         let w = Arc::new(Writer {
             cap,
+            high: AtomicBool::new(false),
             q: Mutex::new(Queue { head: BytesMut::with_capacity(16 * 1024), ..Default::default() }),
             transport,
             stalled: Arc::new(Notify::new()),
@@ -214,6 +221,7 @@ impl Writer {
                 q.segs.push_back(payload.clone());
             }
             q.queued += added;
+            self.mark(&q);
             if q.flushing || q.corked {
                 return Ok(false);
             }
@@ -224,8 +232,13 @@ impl Writer {
 
     /// Whether more than the cap is queued (and the writer is open).
     pub(crate) fn over_cap(&self) -> bool {
-        let q = self.q.lock().unwrap();
-        q.queued > self.cap && q.closed.is_none()
+        self.high.load(Ordering::Acquire)
+    }
+
+    /// Updates [`Writer::over_cap`] after `q.queued` or `q.closed` changed
+    /// (called with the lock held).
+    fn mark(&self, q: &Queue) {
+        self.high.store(q.queued > self.cap && q.closed.is_none(), Ordering::Release);
     }
 
     /// Bytes queued and not yet taken by the transport.
@@ -237,6 +250,9 @@ impl Writer {
     /// Waits while more than the cap is queued: backpressure for senders
     /// that can wait, and for the reader.
     pub(crate) async fn ready(&self) {
+        if !self.over_cap() {
+            return;
+        }
         loop {
             let notified = self.drained.notified();
             {
@@ -273,6 +289,7 @@ impl Writer {
         q.segs.clear();
         q.head.clear();
         q.queued = 0;
+        self.mark(&q);
         drop(q);
         self.drained.notify_waiters();
         self.stalled.notify_one();
@@ -286,6 +303,7 @@ impl Writer {
         if q.segs.is_empty() || q.closed.is_some() {
             q.flushing = false;
             q.queued = 0;
+            self.mark(&q);
             drop(q);
             self.drained.notify_waiters();
             return false;
@@ -309,6 +327,7 @@ impl Writer {
         let mut q = self.q.lock().unwrap();
         let was_high = q.queued > self.cap;
         q.queued = q.queued.saturating_sub(n);
+        self.mark(&q);
         if was_high && q.queued <= self.cap {
             drop(q);
             self.drained.notify_waiters();
