@@ -44,6 +44,8 @@ pub struct HubConfig {
     pub hub: HubSection,
     /// The providers, in file order.
     pub providers: Vec<ProviderConfig>,
+    /// `[nats]`: the NATS cluster the hub joins, if any (`nats_config`).
+    pub nats: Option<crate::nats_config::NatsConfig>,
 }
 
 /// `[hub]`: listeners and hub-wide settings.
@@ -235,6 +237,7 @@ struct File {
     hub: Option<Spanned<HubToml>>,
     #[serde(default)]
     provider: Vec<Spanned<ProviderToml>>,
+    nats: Option<Spanned<crate::nats_config::NatsToml>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -341,10 +344,22 @@ pub fn parse(text: &str, path: &Path) -> Result<HubConfig, ConfigError> {
         }
         providers.push(pc);
     }
-    if hub.unix.is_none() && hub.tcp.is_none() && hub.http.is_none() && hub.websocket.is_none() {
-        return Err(p.err(None, "[hub] has no listener: set at least one of unix, tcp, http or websocket".into()));
+    let nats = match file.nats {
+        None => None,
+        Some(t) => {
+            let line = p.line_of(t.span().start);
+            Some(crate::nats_config::section(t.into_inner(), line, &base, &|o| p.line_of(o)).map_err(|(l, why)| p.err(Some(l), why))?)
+        }
+    };
+    // A hub that offers its providers to a NATS cluster is reached
+    // through it, and needs no listener of its own.
+    let offers = nats.as_ref().is_some_and(|n| n.offer);
+    if hub.unix.is_none() && hub.tcp.is_none() && hub.http.is_none() && hub.websocket.is_none() && !offers {
+        return Err(
+            p.err(None, "[hub] has no listener: set at least one of unix, tcp, http or websocket (or join a cluster: [nats])".into())
+        );
     }
-    Ok(HubConfig { file: path.to_path_buf(), hub, providers })
+    Ok(HubConfig { file: path.to_path_buf(), hub, providers, nats })
 }
 
 struct Parser<'a> {

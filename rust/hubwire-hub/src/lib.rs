@@ -6,6 +6,7 @@
 //! |---|---|
 //! | [`auth`] | the token (file, environment, bearer header) and who is trusted with private status |
 //! | [`config`] | `hubwire.toml`: listeners and providers, errors with file and line |
+//! | [`nats_config`] | `[nats]`: the NATS cluster the hub joins, its credentials, what it offers and routes |
 //! | [`registry`] | providers, replicas, the method table; duplicate names refused |
 //! | [`supervise`] | one task per replica: start, handshake, health pings, restart with backoff, crash loops |
 //! | `group` | a provider's process group: signal it, wait until none of it is alive |
@@ -44,6 +45,7 @@ pub mod hub;
 mod idle;
 pub mod logs;
 pub mod metrics;
+pub mod nats_config;
 pub mod own_schemas;
 pub mod process;
 pub mod prometheus;
