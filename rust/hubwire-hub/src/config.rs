@@ -189,6 +189,8 @@ pub enum Launch {
     Unix(PathBuf),
     /// Dialled over TCP.
     Tcp(String),
+    /// A link through the NATS cluster of `[nats]` (`remote`).
+    Nats(crate::remote::Target),
 }
 
 /// One `[[provider]]`.
@@ -351,6 +353,12 @@ pub fn parse(text: &str, path: &Path) -> Result<HubConfig, ConfigError> {
             Some(crate::nats_config::section(t.into_inner(), line, &base, &|o| p.line_of(o)).map_err(|(l, why)| p.err(Some(l), why))?)
         }
     };
+    if let Some(pc) = providers.iter().find(|pc| matches!(pc.launch, Launch::Nats(_))).filter(|_| nats.is_none()) {
+        return Err(p.err(
+            Some(pc.line),
+            format!("provider {:?}: dial = \"nats:…\" needs a [nats] section (the cluster to reach it through)", pc.name),
+        ));
+    }
     // A hub that offers its providers to a NATS cluster is reached
     // through it, and needs no listener of its own.
     let offers = nats.as_ref().is_some_and(|n| n.offer);
@@ -594,7 +602,15 @@ impl Parser<'_> {
                     Some(("tcp", a)) if a.rsplit_once(':').is_some_and(|(h, port)| !h.is_empty() && port.parse::<u16>().is_ok()) => {
                         Launch::Tcp(a.into())
                     }
-                    _ => return Err(self.err(at, format!("provider {name:?}: dial = {d:?}: expected \"unix:PATH\" or \"tcp:HOST:PORT\""))),
+                    Some(("nats", n)) if !n.is_empty() && !n.contains(['.', '*', '>', ' ']) => {
+                        Launch::Nats(crate::remote::Target::Provider(n.into()))
+                    }
+                    _ => {
+                        return Err(self.err(
+                            at,
+                            format!("provider {name:?}: dial = {d:?}: expected \"unix:PATH\", \"tcp:HOST:PORT\" or \"nats:NAME\""),
+                        ))
+                    }
                 }
             }
         };

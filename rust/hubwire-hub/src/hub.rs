@@ -162,7 +162,7 @@ pub async fn bind(cfg: &HubConfig) -> Result<Bound, ConfigError> {
 
 /// The service the hub offers its clients: its own methods, and every
 /// provider's, relayed. Untrusted callers get the redacted status.
-fn hub_service(reg: &Arc<Registry>, name: &str, limits: &HubLimits, trusted: bool) -> HubService {
+fn hub_service(reg: &Arc<Registry>, name: &str, limits: &HubLimits, trusted: bool, to_cluster: bool) -> HubService {
     let (r1, r2, hub) = (reg.clone(), reg.clone(), name.to_string());
     let own = Provider::new(name)
         .unary(STATUS_METHOD, move |_ctx, (): ()| {
@@ -178,7 +178,7 @@ fn hub_service(reg: &Arc<Registry>, name: &str, limits: &HubLimits, trusted: boo
         })
         .describe(METHODS_METHOD, own_schemas::no_input(), own_schemas::methods_output(), None)
         .doc(METHODS_METHOD, "Every routed method with its kind, provider and description");
-    HubService { own: Arc::new(own), registry: reg.clone(), limits: limits.clone(), client: Arc::new(ClientQueue::new(0, 0)) }
+    HubService { own: Arc::new(own), registry: reg.clone(), limits: limits.clone(), client: Arc::new(ClientQueue::new(0, 0)), to_cluster }
 }
 
 /// Runs the hub until SIGTERM or SIGINT, then shuts it down in order.
@@ -201,7 +201,11 @@ pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
         .write_queue(limits.write_queue, limits.write_stall_timeout);
     let reaper = tokio::spawn(crate::process::reaper());
     let supervisors = crate::supervise::start(&reg, &upstream);
-    let clients = Arc::new(Clients::new(hub_service(&reg, &cfg.hub.name, limits, true), hub_service(&reg, &cfg.hub.name, limits, false)));
+    let to_cluster = cfg.nats.as_ref().is_some_and(|n| n.route);
+    let clients = Arc::new(Clients::new(
+        hub_service(&reg, &cfg.hub.name, limits, true, to_cluster),
+        hub_service(&reg, &cfg.hub.name, limits, false, to_cluster),
+    ));
     let access = &cfg.hub.access;
     let admission = Admission::new(access.max_connections, access.max_connections_per_peer);
     let mut serving = upstream.clone();

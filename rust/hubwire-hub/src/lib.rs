@@ -10,6 +10,7 @@
 //! | [`registry`] | providers, replicas, the method table; duplicate names refused |
 //! | [`supervise`] | one task per replica: start, handshake, health pings, restart with backoff, crash loops |
 //! | `group` | a provider's process group: signal it, wait until none of it is alive |
+//! | [`remote`] | routing to the cluster: a remote method is a pool of links, opened on its first call |
 //! | [`route`] | one call: find its route (or `unknown_method` at once), admit, pick the least-loaded ready replica, forward with a deadline |
 //! | [`queue`] | calls waiting for a provider's slot: bounded in calls and bytes, per provider and per client connection |
 //! | [`hub`] | the daemon: listeners, client connections, orderly shutdown on SIGTERM |
@@ -52,6 +53,7 @@ pub mod prometheus;
 pub mod provider_env;
 pub mod queue;
 pub mod registry;
+pub mod remote;
 pub mod route;
 pub mod status;
 pub mod supervise;

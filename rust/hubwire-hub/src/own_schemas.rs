@@ -27,7 +27,7 @@ pub fn status_output() -> Value {
         "properties": {
             "index": {"type": "integer", "minimum": 0},
             "pid": opt_int.clone(),
-            "state": {"enum": ["starting", "ready", "restarting", "failed", "stopped"]},
+            "state": {"enum": ["starting", "ready", "restarting", "unreachable", "failed", "stopped"]},
             "reason": {"type": ["string", "null"]},
             "restarts": {"type": "integer", "minimum": 0},
             "in_flight": {"type": "integer", "minimum": 0},
@@ -36,7 +36,8 @@ pub fn status_output() -> Value {
             "p50_us": opt_int.clone(),
             "p99_us": opt_int,
             "last_exit": {"type": ["string", "null"]},
-            "stderr": {"type": "array", "items": {"type": "string"}}
+            "stderr": {"type": "array", "items": {"type": "string"}},
+            "peer": {"type": ["string", "null"]}
         },
         "required": ["index", "state", "restarts", "in_flight", "calls", "errors", "stderr"]
     });
@@ -115,6 +116,7 @@ mod tests {
             p99_us: None,
             last_exit: None,
             stderr: vec![],
+            peer: Some("hub-b".into()),
         };
         let provider = ProviderStatus { name: "p".into(), launch: "exec p".into(), queued: 0, refused: 0, replicas: vec![replica] };
         let status = serde_json::to_value(Status { hub: "h".into(), uptime_ms: 1, providers: vec![provider] }).unwrap();

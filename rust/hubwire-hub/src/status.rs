@@ -93,6 +93,10 @@ pub struct ReplicaStatus {
     pub last_exit: Option<String>,
     /// Its last stderr lines.
     pub stderr: Vec<String>,
+    /// The name in its peer's HELLO while ready: for a link of a remote
+    /// method (provider `nats:METHOD`), the hub or provider it reached.
+    #[serde(default)]
+    pub peer: Option<String>,
 }
 
 /// One routed method.
@@ -110,15 +114,19 @@ pub struct MethodRow {
 
 /// Reads the status off the registry.
 pub fn status(reg: &Registry, hub: &str) -> Status {
+    let pools = reg.cluster.get().map(|c| c.pools()).unwrap_or_default();
     let providers = reg
         .providers
         .iter()
+        .chain(&pools)
         .map(|p| ProviderStatus {
             name: p.config.name.clone(),
             launch: cut(&match &p.config.launch {
                 Launch::Exec { argv, .. } => format!("exec {}", argv.join(" ")),
                 Launch::Unix(path) => format!("unix:{}", path.display()),
                 Launch::Tcp(a) => format!("tcp:{a}"),
+                Launch::Nats(crate::remote::Target::Method(m)) => format!("nats:method:{m}"),
+                Launch::Nats(crate::remote::Target::Provider(n)) => format!("nats:{n}"),
             }),
             queued: p.queued.load(Ordering::Relaxed),
             refused: p.refusals.calls(),
@@ -146,6 +154,7 @@ pub fn status(reg: &Registry, hub: &str) -> Status {
                         p99_us: us(0.99),
                         last_exit: st.last_exit.as_deref().map(cut),
                         stderr: st.stderr.iter().map(|l| cut(l)).collect(),
+                        peer: st.peer.as_deref().filter(|_| st.phase == Phase::Ready).map(cut),
                     }
                 })
                 .collect(),
@@ -172,11 +181,13 @@ impl Status {
     }
 }
 
-/// The routed methods, by provider in config order.
+/// The routed methods, by provider in config order, then the remote
+/// methods this hub has links for (provider `nats:METHOD`), by name.
 pub fn methods(reg: &Registry) -> Vec<MethodRow> {
     let mut routes = reg.routes();
     let position = |name: &str| reg.providers.iter().position(|p| p.config.name == name);
     routes.sort_by_key(|r| position(&r.provider.config.name));
+    routes.extend(reg.cluster.get().map(|c| c.routes()).unwrap_or_default());
     routes
         .into_iter()
         .map(|r| MethodRow {
@@ -198,12 +209,13 @@ pub fn human_us(us: Option<u64>) -> String {
     }
 }
 
-/// The status as a table, one row per replica, then the reasons and last
+/// The status as a table, one row per replica (PEER: the name in its
+/// HELLO; for a link of a remote method, the hub or provider it reached), then the reasons and last
 /// stderr lines of failed replicas; peer-supplied text is shown with its
 /// control characters escaped.
 pub fn table(s: &Status) -> String {
     let mut rows =
-        vec![["PROVIDER", "REPLICA", "PID", "STATE", "RESTARTS", "IN FLIGHT", "CALLS", "ERRORS", "P50", "P99"].map(String::from)];
+        vec![["PROVIDER", "REPLICA", "PID", "STATE", "RESTARTS", "IN FLIGHT", "CALLS", "ERRORS", "P50", "P99", "PEER"].map(String::from)];
     for p in &s.providers {
         for r in &p.replicas {
             rows.push([
@@ -217,10 +229,11 @@ pub fn table(s: &Status) -> String {
                 r.errors.to_string(),
                 human_us(r.p50_us),
                 human_us(r.p99_us),
+                printable(r.peer.as_deref().unwrap_or("-")).into_owned(),
             ]);
         }
     }
-    let mut widths = [0; 10];
+    let mut widths = [0; 11];
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
