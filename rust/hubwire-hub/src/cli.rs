@@ -12,6 +12,8 @@ use bytes::Bytes;
 use hubwire::transport::{tcp, tls, unix};
 use hubwire::{CallOptions, Codec, Connection, ConnectionOptions, Error, Kind, Payload, Token};
 
+use crate::discovery::{Cluster, CLUSTER_METHOD};
+use crate::nats_config::NatsConfig;
 use crate::status::{self, MethodRow, Status};
 use crate::terminal::printable;
 
@@ -246,11 +248,53 @@ fn stdin_lines(arg: Option<&str>) -> Result<Vec<String>, String> {
     Ok(items)
 }
 
+/// The cluster as the hub sees it, when it joined one (its HELLO lists
+/// `hubwire.cluster`).
+async fn hub_cluster(conn: &Connection) -> Result<Option<Cluster>, String> {
+    if conn.peer().method(CLUSTER_METHOD).is_none() {
+        return Ok(None);
+    }
+    conn.call(CLUSTER_METHOD, &()).await.map(Some).map_err(|e| describe(&e))
+}
+
+/// Asks the cluster of `--nats` directly, with no hub.
+pub async fn discover(nats: &NatsConfig) -> Result<Cluster, String> {
+    let client = crate::nats_connect::connect(nats, "hubwire-cli", false).await?;
+    crate::discovery::discover(&client, &nats.prefix, nats.discovery_timeout).await
+}
+
+/// Runs `hubwire list --nats`: the cluster's methods, from discovery.
+pub async fn list_cluster(nats: &NatsConfig, as_json: bool) -> Result<(), String> {
+    let c = discover(nats).await?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&c).unwrap_or_default());
+    } else {
+        print!("{}", c.methods_table());
+    }
+    Ok(())
+}
+
+/// Runs `hubwire status --nats`: the cluster's replicas, from discovery.
+pub async fn status_cluster(nats: &NatsConfig, as_json: bool) -> Result<(), String> {
+    let c = discover(nats).await?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&c).unwrap_or_default());
+    } else {
+        print!("{}", c.replicas_table());
+    }
+    Ok(())
+}
+
 /// Runs `hubwire list`.
 pub async fn list(conn: &Connection, as_json: bool) -> Result<(), String> {
     let rows: Vec<MethodRow> = conn.call(status::METHODS_METHOD, &()).await.map_err(|e| describe(&e))?;
+    let cluster = hub_cluster(conn).await?;
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default());
+        let v = match &cluster {
+            None => serde_json::to_value(&rows),
+            Some(c) => serde_json::to_value(serde_json::json!({"methods": rows, "cluster": c})),
+        };
+        println!("{}", serde_json::to_string_pretty(&v.unwrap_or_default()).unwrap_or_default());
         return Ok(());
     }
     // Every cell came from a peer: shown with control characters escaped.
@@ -265,16 +309,29 @@ pub async fn list(conn: &Connection, as_json: bool) -> Result<(), String> {
     if rows.is_empty() {
         println!("(no methods yet: no provider has finished its handshake)");
     }
+    if let Some(c) = cluster {
+        println!("\nin the cluster (prefix {:?}):", c.prefix);
+        print!("{}", c.methods_table());
+    }
     Ok(())
 }
 
 /// Runs `hubwire status`.
 pub async fn status(conn: &Connection, as_json: bool) -> Result<(), String> {
     let s: Status = conn.call(status::STATUS_METHOD, &()).await.map_err(|e| describe(&e))?;
+    let cluster = hub_cluster(conn).await?;
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
+        let v = match &cluster {
+            None => serde_json::to_value(&s),
+            Some(c) => serde_json::to_value(serde_json::json!({"hub": s, "cluster": c})),
+        };
+        println!("{}", serde_json::to_string_pretty(&v.unwrap_or_default()).unwrap_or_default());
     } else {
         print!("{}", status::table(&s));
+        if let Some(c) = cluster {
+            println!("\nin the cluster (prefix {:?}):", c.prefix);
+            print!("{}", c.replicas_table());
+        }
     }
     Ok(())
 }

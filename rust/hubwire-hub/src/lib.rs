@@ -6,6 +6,8 @@
 //! |---|---|
 //! | [`auth`] | the token (file, environment, bearer header) and who is trusted with private status |
 //! | [`config`] | `hubwire.toml`: listeners and providers, errors with file and line |
+//! | [`nats_connect`] | connecting to the cluster: credentials, TLS, reconnection |
+//! | [`discovery`] | who offers what in the cluster: `$SRV.INFO`/`$SRV.STATS` gathered for a short deadline |
 //! | [`nats_config`] | `[nats]`: the NATS cluster the hub joins, its credentials, what it offers and routes |
 //! | [`registry`] | providers, replicas, the method table; duplicate names refused |
 //! | [`supervise`] | one task per replica: start, handshake, health pings, restart with backoff, crash loops |
@@ -39,6 +41,7 @@ pub mod admit;
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod discovery;
 pub mod gateway;
 mod group;
 pub mod http_guard;
@@ -47,6 +50,7 @@ mod idle;
 pub mod logs;
 pub mod metrics;
 pub mod nats_config;
+pub mod nats_connect;
 pub mod own_schemas;
 pub mod process;
 pub mod prometheus;

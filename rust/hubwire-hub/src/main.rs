@@ -92,6 +92,19 @@ struct HubFlags {
     /// Over TCP or TLS: send the token on this file's first line (default: $HUBWIRE_TOKEN).
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
+    /// No hub: go through this NATS cluster (nats://HOST:PORT, several separated by commas).
+    #[arg(long, env = "HUBWIRE_NATS", value_name = "URL", conflicts_with = "hub")]
+    nats: Option<String>,
+    /// With --nats: the subject prefix of the deployment (default hubwire).
+    #[arg(long, value_name = "PREFIX", requires = "nats")]
+    nats_prefix: Option<String>,
+}
+
+impl HubFlags {
+    /// `[nats]` from `--nats`, when given.
+    fn nats(&self) -> Option<Result<hubwire_hub::nats_config::NatsConfig, String>> {
+        self.nats.as_deref().map(|u| hubwire_hub::nats_connect::from_flag(u, self.nats_prefix.as_deref()))
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -153,8 +166,14 @@ fn main() -> ExitCode {
         Command::Call { method, input, raw, timeout, hub } => {
             client(&rt, &hub, |c| async move { cli::call(&c, cli::CallArgs { method, input, raw, timeout }).await })
         }
-        Command::List { json, hub } => client(&rt, &hub, |c| async move { cli::list(&c, json).await }),
-        Command::Status { json, hub } => client(&rt, &hub, |c| async move { cli::status(&c, json).await }),
+        Command::List { json, hub } => match hub.nats() {
+            Some(nats) => done(rt.block_on(async { cli::list_cluster(&nats?, json).await })),
+            None => client(&rt, &hub, |c| async move { cli::list(&c, json).await }),
+        },
+        Command::Status { json, hub } => match hub.nats() {
+            Some(nats) => done(rt.block_on(async { cli::status_cluster(&nats?, json).await })),
+            None => client(&rt, &hub, |c| async move { cli::status(&c, json).await }),
+        },
         Command::Bench { args } => bench(args),
     }
 }
@@ -171,6 +190,11 @@ where
         let conn = cli::connect(&addr, &files, token.as_ref()).await?;
         f(conn).await
     });
+    done(r)
+}
+
+/// Exit 0, or print the error and exit 1.
+fn done(r: Result<(), String>) -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -210,7 +210,7 @@ pub fn check_url(u: &str) -> Result<(), String> {
 
 /// Subject tokens: non-empty, separated by single dots, of letters,
 /// digits, `-` and `_` (no wildcard, no space).
-fn check_prefix(p: &str) -> Result<(), &'static str> {
+pub fn check_prefix(p: &str) -> Result<(), &'static str> {
     let ok = !p.is_empty() && p.split('.').all(|t| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
     if ok {
         Ok(())
