@@ -36,6 +36,7 @@ use tokio::task::JoinSet;
 use crate::admit::{self, Admission, Peer, Ticket};
 use crate::config::{Access, ConfigError, HubConfig, HubLimits, Located};
 use crate::idle::{self, Activity};
+use crate::join::Joined;
 use crate::own_schemas;
 use crate::queue::ClientQueue;
 use crate::registry::Registry;
@@ -162,7 +163,7 @@ pub async fn bind(cfg: &HubConfig) -> Result<Bound, ConfigError> {
 
 /// The service the hub offers its clients: its own methods, and every
 /// provider's, relayed. Untrusted callers get the redacted status.
-fn hub_service(reg: &Arc<Registry>, name: &str, limits: &HubLimits, trusted: bool, to_cluster: bool) -> HubService {
+fn hub_service(reg: &Arc<Registry>, name: &str, limits: &HubLimits, trusted: bool, joined: Option<&Joined>) -> HubService {
     let (r1, r2, hub) = (reg.clone(), reg.clone(), name.to_string());
     let own = Provider::new(name)
         .unary(STATUS_METHOD, move |_ctx, (): ()| {
@@ -178,6 +179,11 @@ fn hub_service(reg: &Arc<Registry>, name: &str, limits: &HubLimits, trusted: boo
         })
         .describe(METHODS_METHOD, own_schemas::no_input(), own_schemas::methods_output(), None)
         .doc(METHODS_METHOD, "Every routed method with its kind, provider and description");
+    let own = match joined {
+        Some(j) => crate::join::own_method(own, j),
+        None => own,
+    };
+    let to_cluster = joined.is_some_and(|j| j.cfg.route);
     HubService { own: Arc::new(own), registry: reg.clone(), limits: limits.clone(), client: Arc::new(ClientQueue::new(0, 0)), to_cluster }
 }
 
@@ -201,10 +207,13 @@ pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
         .write_queue(limits.write_queue, limits.write_stall_timeout);
     let reaper = tokio::spawn(crate::process::reaper());
     let supervisors = crate::supervise::start(&reg, &upstream);
-    let to_cluster = cfg.nats.as_ref().is_some_and(|n| n.route);
+    let joined = match &cfg.nats {
+        None => None,
+        Some(n) => Some(crate::join::join(n, &cfg.hub.name).await.map_err(std::io::Error::other)?),
+    };
     let clients = Arc::new(Clients::new(
-        hub_service(&reg, &cfg.hub.name, limits, true, to_cluster),
-        hub_service(&reg, &cfg.hub.name, limits, false, to_cluster),
+        hub_service(&reg, &cfg.hub.name, limits, true, joined.as_ref()),
+        hub_service(&reg, &cfg.hub.name, limits, false, joined.as_ref()),
     ));
     let access = &cfg.hub.access;
     let admission = Admission::new(access.max_connections, access.max_connections_per_peer);

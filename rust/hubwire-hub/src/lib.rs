@@ -15,6 +15,7 @@
 //! | [`remote`] | routing to the cluster: a remote method is a pool of links, opened on its first call |
 //! | [`route`] | one call: find its route (or `unknown_method` at once), admit, pick the least-loaded ready replica, forward with a deadline |
 //! | [`queue`] | calls waiting for a provider's slot: bounded in calls and bytes, per provider and per client connection |
+//! | [`join`] | the hub in a NATS cluster: its connection, `hubwire.cluster` |
 //! | [`hub`] | the daemon: listeners, client connections, orderly shutdown on SIGTERM |
 //! | [`gateway`] | the HTTP/JSON gateway |
 //! | [`websocket`] | the WebSocket listener, for browsers (its pump: `websocket_pump`) |
@@ -47,6 +48,7 @@ mod group;
 pub mod http_guard;
 pub mod hub;
 mod idle;
+pub mod join;
 pub mod logs;
 pub mod metrics;
 pub mod nats_config;

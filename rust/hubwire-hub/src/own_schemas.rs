@@ -82,6 +82,17 @@ pub fn methods_output() -> Value {
     })
 }
 
+/// Output of `hubwire.cluster` (a hub in a NATS cluster): the prefix,
+/// the replicas discovery found (`discovery::RemoteReplica`), whether
+/// the answers were cut.
+pub fn cluster_output() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"prefix": {"type": "string"}, "replicas": {"type": "array", "items": {"type": "object"}}, "cut": {"type": "boolean"}},
+        "required": ["prefix", "replicas"]
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,8 +145,15 @@ mod tests {
     /// smallest `max_frame` a peer may declare (4096).
     #[test]
     fn the_schemas_stay_small() {
-        let total: usize = [no_input(), no_input(), status_output(), methods_output()].iter().map(|v| v.to_string().len()).sum();
-        assert!(total <= 1536, "the hub's own schemas take {total} bytes of its HELLO");
+        let all = [no_input(), no_input(), status_output(), methods_output(), no_input(), cluster_output()];
+        let total: usize = all.iter().map(|v| v.to_string().len()).sum();
+        assert!(total <= 1792, "the hub's own schemas take {total} bytes of its HELLO");
+    }
+
+    #[test]
+    fn the_cluster_schema_lists_every_field_discovery_serializes() {
+        let c = crate::discovery::Cluster { prefix: "hubwire".into(), replicas: vec![], cut: false };
+        assert_eq!(mismatches(&cluster_output(), &serde_json::to_value(c).unwrap()), Vec::<String>::new());
     }
 
     #[test]
