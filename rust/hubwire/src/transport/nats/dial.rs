@@ -30,6 +30,10 @@ impl Default for DialOptions {
     }
 }
 
+/// What the message of a dial that found nobody says (§13.2 step 5):
+/// see [`NatsError::is_no_responders`].
+pub(crate) const NO_RESPONDERS: &str = "nobody subscribes";
+
 /// Whom a link reached: from the connect reply.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LinkInfo {
@@ -56,7 +60,7 @@ pub async fn dial(client: &Client, target: &Target, opts: &DialOptions) -> Resul
     let request = async_nats::Request::new().payload(body.into()).timeout(Some(opts.connect_timeout));
     let reply = client.send_request(subject.clone(), request).await.map_err(|e| match e.kind() {
         RequestErrorKind::NoResponders => {
-            unavailable(format!("no provider of {} on NATS (nobody subscribes {subject})", target.describe()))
+            unavailable(format!("no provider of {} on NATS ({NO_RESPONDERS} {subject})", target.describe()))
         }
         RequestErrorKind::TimedOut => unavailable(format!("no reply on {subject} within {:?}", opts.connect_timeout)),
         _ => unavailable(format!("connect request on {subject}: {e}")),

@@ -50,6 +50,13 @@ impl NatsError {
     pub fn new(code: Code, message: impl Into<String>) -> NatsError {
         NatsError { code, message: message.into() }
     }
+
+    /// Whether a dial failed because nobody subscribes the connect subject
+    /// (NATS's no-responders answer, §13.2 step 5): a hub then answers the
+    /// call `unknown_method`, not `unavailable`.
+    pub fn is_no_responders(&self) -> bool {
+        self.code == Code::Unavailable && self.message.contains(dial::NO_RESPONDERS)
+    }
 }
 
 impl fmt::Display for NatsError {
