@@ -263,6 +263,21 @@ pub async fn discover(nats: &NatsConfig) -> Result<Cluster, String> {
     crate::discovery::discover(&client, &nats.prefix, nats.discovery_timeout).await
 }
 
+/// Dials a replica offering `method` through the cluster of `--nats`,
+/// with no hub: `unknown_method` when nobody offers it.
+pub async fn dial_nats(nats: &NatsConfig, method: &str) -> Result<Connection, String> {
+    let client = crate::nats_connect::connect(nats, "hubwire-cli", false).await?;
+    let opts = hubwire::nats::DialOptions { prefix: nats.prefix.clone(), ..Default::default() };
+    let target = hubwire::nats::Target::Method(method.to_string());
+    match hubwire::transport::nats::dial(&client, &target, &opts).await {
+        Ok((link, _)) => Connection::dial(link, &ConnectionOptions::new("hubwire-cli"))
+            .await
+            .map_err(|e| format!("handshake over NATS failed: {}", describe(&e))),
+        Err(e) if e.is_no_responders() => Err(format!("unknown_method: no provider offers {method:?} on NATS (prefix {:?})", nats.prefix)),
+        Err(e) => Err(printable(&e.to_string()).into_owned()),
+    }
+}
+
 /// Runs `hubwire list --nats`: the cluster's methods, from discovery.
 pub async fn list_cluster(nats: &NatsConfig, as_json: bool) -> Result<(), String> {
     let c = discover(nats).await?;

@@ -4,11 +4,14 @@
 
 use std::sync::Arc;
 
-use hubwire::Provider;
+use hubwire::{ConnectionOptions, Provider, Token};
 
 use crate::discovery::{self, CLUSTER_METHOD};
 use crate::nats_config::NatsConfig;
+use crate::nats_link::NatsDialer;
 use crate::own_schemas;
+use crate::registry::Registry;
+use crate::remote::Cluster;
 
 /// A hub joined to a cluster.
 #[derive(Clone)]
@@ -19,10 +22,24 @@ pub struct Joined {
     pub cfg: Arc<NatsConfig>,
 }
 
-/// Connects the hub named `name` to `cfg`'s cluster; returns at once and
-/// connects in the background if the cluster is not reachable yet.
-pub async fn join(cfg: &NatsConfig, name: &str) -> Result<Joined, String> {
+/// Connects the hub named `name` to `cfg`'s cluster (returns at once and
+/// connects in the background if the cluster is not reachable yet), and
+/// with `route`, gives the registry the cluster to open links through:
+/// dialled with `options` and the hub's `token` in their HELLO.
+pub async fn join(
+    cfg: &NatsConfig,
+    name: &str,
+    reg: &Registry,
+    options: &ConnectionOptions,
+    token: Option<&Token>,
+) -> Result<Joined, String> {
     let client = crate::nats_connect::connect(cfg, name, true).await?;
+    let options = match token {
+        Some(t) => options.clone().token(t.0.clone()),
+        None => options.clone(),
+    };
+    let dialer = Arc::new(NatsDialer::new(client.clone(), &cfg.prefix, name));
+    let _ = reg.cluster.set(Arc::new(Cluster::new(dialer, options, cfg.links, cfg.remote_methods)));
     Ok(Joined { client, cfg: Arc::new(cfg.clone()) })
 }
 

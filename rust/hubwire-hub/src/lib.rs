@@ -8,6 +8,7 @@
 //! | [`config`] | `hubwire.toml`: listeners and providers, errors with file and line |
 //! | [`nats_connect`] | connecting to the cluster: credentials, TLS, reconnection |
 //! | [`discovery`] | who offers what in the cluster: `$SRV.INFO`/`$SRV.STATS` gathered for a short deadline |
+//! | [`nats_link`] | links over NATS: the dialer behind `remote`, offering the local methods, counting what links serve |
 //! | [`nats_config`] | `[nats]`: the NATS cluster the hub joins, its credentials, what it offers and routes |
 //! | [`registry`] | providers, replicas, the method table; duplicate names refused |
 //! | [`supervise`] | one task per replica: start, handshake, health pings, restart with backoff, crash loops |
@@ -53,6 +54,7 @@ pub mod logs;
 pub mod metrics;
 pub mod nats_config;
 pub mod nats_connect;
+pub mod nats_link;
 pub mod own_schemas;
 pub mod process;
 pub mod prometheus;

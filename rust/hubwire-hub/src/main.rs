@@ -164,7 +164,15 @@ fn main() -> ExitCode {
             })
         }
         Command::Call { method, input, raw, timeout, hub } => {
-            client(&rt, &hub, |c| async move { cli::call(&c, cli::CallArgs { method, input, raw, timeout }).await })
+            let args = cli::CallArgs { method, input, raw, timeout };
+            match hub.nats() {
+                Some(nats) => done(rt.block_on(async {
+                    let nats = nats?;
+                    let conn = cli::dial_nats(&nats, &args.method).await?;
+                    cli::call(&conn, args).await
+                })),
+                None => client(&rt, &hub, |c| async move { cli::call(&c, args).await }),
+            }
         }
         Command::List { json, hub } => match hub.nats() {
             Some(nats) => done(rt.block_on(async { cli::list_cluster(&nats?, json).await })),

@@ -30,6 +30,7 @@ pub(crate) struct NatsToml {
     route: Option<bool>,
     links: Option<Spanned<i64>>,
     remote_methods: Option<Spanned<i64>>,
+    max_links: Option<Spanned<i64>>,
     discovery_timeout: Option<Spanned<String>>,
 }
 
@@ -95,6 +96,8 @@ pub struct NatsConfig {
     pub links: usize,
     /// Remote methods the hub keeps links for at once.
     pub remote_methods: usize,
+    /// Links from the cluster the hub serves at once.
+    pub max_links: usize,
     /// How long `hubwire list`/`status` wait for the cluster's answers
     /// to discovery (`$SRV.INFO`, `$SRV.STATS`).
     pub discovery_timeout: Duration,
@@ -104,6 +107,8 @@ pub struct NatsConfig {
 pub const DEFAULT_LINKS: usize = 2;
 /// `remote_methods` when not set.
 pub const DEFAULT_REMOTE_METHODS: usize = 1024;
+/// `max_links` when not set.
+pub const DEFAULT_MAX_LINKS: usize = 1024;
 /// `prefix` when not set.
 pub const DEFAULT_PREFIX: &str = "hubwire";
 
@@ -181,6 +186,7 @@ pub(crate) fn section(t: NatsToml, line: usize, base: &Path, line_of: &dyn Fn(us
         route: t.route.unwrap_or(true),
         links: count(t.links, "links", 16, DEFAULT_LINKS)?,
         remote_methods: count(t.remote_methods, "remote_methods", 1_000_000, DEFAULT_REMOTE_METHODS)?,
+        max_links: count(t.max_links, "max_links", 1_000_000, DEFAULT_MAX_LINKS)?,
         discovery_timeout,
     })
 }

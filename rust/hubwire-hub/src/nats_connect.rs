@@ -34,7 +34,13 @@ pub async fn connect(cfg: &NatsConfig, name: &str, keep_trying: bool) -> Result<
     if let Some((cert, key)) = &cfg.identity {
         opts = opts.add_client_certificate(cert.clone(), key.clone());
     }
-    opts = opts.name(name).connection_timeout(CONNECT_TIMEOUT).max_reconnects(None);
+    // Each link's unread messages are bounded by the subscription
+    // capacity (spec §13.6).
+    opts = opts
+        .name(name)
+        .connection_timeout(CONNECT_TIMEOUT)
+        .max_reconnects(None)
+        .subscription_capacity(hubwire::transport::nats::LINK_PENDING);
     if keep_trying {
         opts = opts.retry_on_initial_connect();
     }
@@ -72,6 +78,7 @@ pub fn from_flag(urls: &str, prefix: Option<&str>) -> Result<NatsConfig, String>
         route: false,
         links: crate::nats_config::DEFAULT_LINKS,
         remote_methods: crate::nats_config::DEFAULT_REMOTE_METHODS,
+        max_links: crate::nats_config::DEFAULT_MAX_LINKS,
         discovery_timeout: Duration::from_millis(500),
     })
 }

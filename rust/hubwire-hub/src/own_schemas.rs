@@ -46,6 +46,8 @@ pub fn status_output() -> Value {
         "properties": {
             "hub": {"type": "string"},
             "uptime_ms": {"type": "integer", "minimum": 0},
+            "links_in": {"type": "integer", "minimum": 0},
+            "calls_in": {"type": "integer", "minimum": 0},
             "providers": {
                 "type": "array",
                 "items": {
@@ -130,7 +132,9 @@ mod tests {
             peer: Some("hub-b".into()),
         };
         let provider = ProviderStatus { name: "p".into(), launch: "exec p".into(), queued: 0, refused: 0, replicas: vec![replica] };
-        let status = serde_json::to_value(Status { hub: "h".into(), uptime_ms: 1, providers: vec![provider] }).unwrap();
+        let status =
+            serde_json::to_value(Status { hub: "h".into(), uptime_ms: 1, providers: vec![provider], links_in: Some(1), calls_in: Some(2) })
+                .unwrap();
         let schema = status_output();
         let p_schema = &schema["properties"]["providers"]["items"];
         let r_schema = &p_schema["properties"]["replicas"]["items"];

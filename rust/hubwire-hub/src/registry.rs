@@ -73,8 +73,8 @@ pub struct ReplicaState {
     pub last_exit: Option<String>,
     /// Its last lines on stderr.
     pub stderr: VecDeque<String>,
-    /// The name in the peer's HELLO while ready: for a link to the
-    /// cluster, which hub or provider it reached.
+    /// Which peer it reached while ready: the name in its HELLO, or for a
+    /// link through the cluster, `provider/replica-id`.
     pub peer: Option<String>,
 }
 
@@ -98,7 +98,7 @@ pub struct Replica {
     pub hung: Mutex<Option<String>>,
     /// A connection opened for it before its supervisor started (the
     /// first link of a remote method, `remote`), taken as its first run.
-    pub adopt: Mutex<Option<Connection>>,
+    pub adopt: Mutex<Option<(Connection, String)>>,
 }
 
 impl Replica {

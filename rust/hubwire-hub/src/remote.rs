@@ -23,7 +23,6 @@
 //! same over NATS (`nats_link`) and over memory in tests.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
@@ -37,24 +36,9 @@ use tokio::task::JoinHandle;
 use crate::config::{Launch, ProviderConfig, DEFAULT_QUEUE_BYTES};
 use crate::registry::{Registry, Route};
 
-/// What a link is opened to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
-    /// Any replica, of any hub or provider, offering this method.
-    Method(String),
-    /// A replica of the provider serving on the cluster under this name
-    /// (`dial = "nats:NAME"`).
-    Provider(String),
-}
-
-impl fmt::Display for Target {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Target::Method(m) => write!(f, "nats method {m:?}"),
-            Target::Provider(p) => write!(f, "nats provider {p:?}"),
-        }
-    }
-}
+/// What a link is opened to: a method, a provider (`dial = "nats:NAME"`)
+/// or one replica (spec §13.1).
+pub use hubwire::nats::Target;
 
 /// A boxed future, for the object-safe [`LinkDialer`].
 pub type BoxFuture<'a, T> = Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
@@ -62,8 +46,9 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn std::future::Future<Output = T> + Send +
 /// The cluster, as the hub uses it: opens links.
 pub trait LinkDialer: Send + Sync + 'static {
     /// Opens a byte stream to one replica offering `target`, chosen by
-    /// the cluster. `ErrorKind::NotFound` means nobody offers it now.
-    fn open(&self, target: &Target) -> BoxFuture<'_, io::Result<DynTransport>>;
+    /// the cluster, and says which it reached (`provider/replica-id`).
+    /// `ErrorKind::NotFound` means nobody offers it now.
+    fn open(&self, target: &Target) -> BoxFuture<'_, io::Result<(DynTransport, String)>>;
 }
 
 /// Why a link could not be opened.
@@ -109,19 +94,23 @@ impl Cluster {
     }
 
     /// Opens one link to `target` and does the handshake, within the
-    /// handshake timeout.
-    pub async fn open_link(&self, target: &Target) -> Result<Connection, LinkError> {
+    /// handshake timeout: the connection, and which replica it reached.
+    pub async fn open_link(&self, target: &Target) -> Result<(Connection, String), LinkError> {
         let within = self.options.handshake_timeout;
+        let what = target.describe();
         let attempt = async {
-            let t = self.dialer.open(target).await.map_err(|e| match e.kind() {
+            let (t, at) = self.dialer.open(target).await.map_err(|e| match e.kind() {
                 io::ErrorKind::NotFound => LinkError::Nobody,
-                _ => LinkError::Failed(format!("cannot reach {target}: {e}")),
+                _ => LinkError::Failed(format!("cannot reach {what}: {e}")),
             })?;
-            Connection::start(t, &self.options, true).await.map_err(|e| LinkError::Failed(format!("handshake with {target} failed: {e}")))
+            let c = Connection::start(t, &self.options, true)
+                .await
+                .map_err(|e| LinkError::Failed(format!("handshake with {at} failed: {e}")))?;
+            Ok((c, at))
         };
         match tokio::time::timeout(within, attempt).await {
             Ok(r) => r,
-            Err(_) => Err(LinkError::Failed(format!("no answer from {target} within {within:?}"))),
+            Err(_) => Err(LinkError::Failed(format!("no answer from {what} within {within:?}"))),
         }
     }
 
@@ -174,7 +163,7 @@ pub async fn route(reg: &Arc<Registry>, method: &str) -> Option<Result<Arc<Route
 
 async fn open_pool(reg: &Arc<Registry>, cluster: &Cluster, method: &str) -> Result<Arc<Route>, Error> {
     let target = Target::Method(method.to_string());
-    let first = match cluster.open_link(&target).await {
+    let (first, at) = match cluster.open_link(&target).await {
         Ok(c) => c,
         Err(LinkError::Nobody) => {
             return Err(Error::new(
@@ -207,7 +196,7 @@ async fn open_pool(reg: &Arc<Registry>, cluster: &Cluster, method: &str) -> Resu
         end(pools.remove(&oldest).expect("just found"));
     }
     let provider = Arc::new(crate::registry::ProviderState::new(pool_config(method, cluster.links)));
-    *provider.replicas[0].adopt.lock().unwrap() = Some(first);
+    *provider.replicas[0].adopt.lock().unwrap() = Some((first, at));
     let route = Arc::new(Route { provider: provider.clone(), info });
     let tasks = crate::supervise::start_provider(reg, &provider, &cluster.options);
     pools.insert(method.to_string(), Pool { route: route.clone(), tasks, used: Instant::now() });

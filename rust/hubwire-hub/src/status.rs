@@ -46,8 +46,15 @@ pub struct Status {
     pub hub: String,
     /// Milliseconds since it started.
     pub uptime_ms: u64,
-    /// Every provider, in config order.
+    /// Every provider, in config order, then the pools of remote methods
+    /// (`nats:METHOD`, by name).
     pub providers: Vec<ProviderStatus>,
+    /// In a NATS cluster: links from the cluster open now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub links_in: Option<usize>,
+    /// In a NATS cluster: calls taken over links from the cluster so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls_in: Option<u64>,
 }
 
 /// One provider and its pool.
@@ -127,6 +134,7 @@ pub fn status(reg: &Registry, hub: &str) -> Status {
                 Launch::Tcp(a) => format!("tcp:{a}"),
                 Launch::Nats(crate::remote::Target::Method(m)) => format!("nats:method:{m}"),
                 Launch::Nats(crate::remote::Target::Provider(n)) => format!("nats:{n}"),
+                Launch::Nats(crate::remote::Target::Replica(id)) => format!("nats:replica:{id}"),
             }),
             queued: p.queued.load(Ordering::Relaxed),
             refused: p.refusals.calls(),
@@ -160,7 +168,7 @@ pub fn status(reg: &Registry, hub: &str) -> Status {
                 .collect(),
         })
         .collect();
-    Status { hub: hub.into(), uptime_ms: reg.started.elapsed().as_millis() as u64, providers }
+    Status { hub: hub.into(), uptime_ms: reg.started.elapsed().as_millis() as u64, providers, links_in: None, calls_in: None }
 }
 
 impl Status {

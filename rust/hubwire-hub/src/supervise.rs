@@ -176,7 +176,10 @@ async fn run_once(reg: &Registry, p: &Arc<ProviderState>, r: &Arc<Replica>, conf
             Err(Some(why)) => return Ended::Died { why, ready: false },
         },
         Launch::Nats(target) => match link(reg, p, r, target).await {
-            Ok(c) => (c, None),
+            Ok((c, at)) => {
+                r.state.lock().unwrap().peer = Some(at);
+                (c, None)
+            }
             Err(ended) => return ended,
         },
     };
@@ -194,7 +197,9 @@ async fn run_once(reg: &Registry, p: &Arc<ProviderState>, r: &Arc<Replica>, conf
         let mut st = r.state.lock().unwrap();
         st.conn = Some(conn.clone());
         st.phase = Phase::Ready;
-        st.peer = Some(conn.peer().peer.name.clone());
+        if !matches!(cfg.launch, Launch::Nats(_)) {
+            st.peer = Some(conn.peer().peer.name.clone());
+        }
     }
     p.changed.notify_waiters();
     reg.changed.notify_waiters();
@@ -222,7 +227,7 @@ async fn run_once(reg: &Registry, p: &Arc<ProviderState>, r: &Arc<Replica>, conf
 /// first call of a remote method, else a new one. A remote method that
 /// nobody offers any more, with no other link ready, ends its pool: its
 /// waiting calls fail `unavailable` at once, the next call asks again.
-async fn link(reg: &Registry, p: &ProviderState, r: &Replica, target: &Target) -> Result<Connection, Ended> {
+async fn link(reg: &Registry, p: &ProviderState, r: &Replica, target: &Target) -> Result<(Connection, String), Ended> {
     if let Some(c) = r.adopt.lock().unwrap().take() {
         return Ok(c);
     }
@@ -233,7 +238,7 @@ async fn link(reg: &Registry, p: &ProviderState, r: &Replica, target: &Target) -
         r = cluster.open_link(target) => match r {
             Ok(c) => return Ok(c),
             Err(LinkError::Failed(why)) => why,
-            Err(LinkError::Nobody) => format!("no replica in the cluster offers {target}"),
+            Err(LinkError::Nobody) => format!("no replica in the cluster offers {}", target.describe()),
         },
         _ = reg.stopped() => return Err(Ended::Stopping),
     };

@@ -73,24 +73,25 @@ fn provider(name: &str) -> Provider {
 }
 
 impl LinkDialer for MemoryCluster {
-    fn open(&self, target: &Target) -> BoxFuture<'_, io::Result<DynTransport>> {
+    fn open(&self, target: &Target) -> BoxFuture<'_, io::Result<(DynTransport, String)>> {
         let target = target.clone();
         Box::pin(async move {
             let offered = matches!(&target, Target::Method(m) if m == "who" || m == "hold");
             let alive: Vec<_> = self.replicas.iter().filter(|r| r.alive.load(Ordering::SeqCst)).cloned().collect();
             if !offered || alive.is_empty() {
-                return Err(io::Error::new(io::ErrorKind::NotFound, format!("no responders for {target}")));
+                return Err(io::Error::new(io::ErrorKind::NotFound, format!("no responders for {}", target.describe())));
             }
             let r = alive[self.next.fetch_add(1, Ordering::Relaxed) % alive.len()].clone();
             let (ours, theirs) = memory::pair();
             let opts = ConnectionOptions::new(r.name.clone()).service(provider(&r.name));
             self.opened.fetch_add(1, Ordering::Relaxed);
+            let name = r.name.clone();
             tokio::spawn(async move {
                 if let Ok(c) = Connection::accept(theirs, &opts).await {
                     r.links.lock().unwrap().push(c);
                 }
             });
-            Ok(Arc::new(ours) as DynTransport)
+            Ok((Arc::new(ours) as DynTransport, name))
         })
     }
 }

@@ -59,9 +59,7 @@ pub async fn dial(client: &Client, target: &Target, opts: &DialOptions) -> Resul
     let body = serde_json::to_vec(&ConnectRequest { hubwire: LINK_VERSION, link: inbox, peer: opts.peer.clone() }).expect("JSON");
     let request = async_nats::Request::new().payload(body.into()).timeout(Some(opts.connect_timeout));
     let reply = client.send_request(subject.clone(), request).await.map_err(|e| match e.kind() {
-        RequestErrorKind::NoResponders => {
-            unavailable(format!("no provider of {} on NATS ({NO_RESPONDERS} {subject})", target.describe()))
-        }
+        RequestErrorKind::NoResponders => unavailable(format!("no provider of {} on NATS ({NO_RESPONDERS} {subject})", target.describe())),
         RequestErrorKind::TimedOut => unavailable(format!("no reply on {subject} within {:?}", opts.connect_timeout)),
         _ => unavailable(format!("connect request on {subject}: {e}")),
     })?;
