@@ -62,6 +62,8 @@ pub enum LinkError {
 /// Calls in flight at once on one remote method, over all its links (its
 /// replicas' own limits apply beyond).
 pub const POOL_MAX_IN_FLIGHT: usize = 4096;
+/// Dials of a new link while it reaches a replica another link has.
+const SPREAD_TRIES: usize = 3;
 /// First wait before a dead link is replaced; doubles while dials fail.
 const LINK_BACKOFF: Duration = Duration::from_millis(20);
 /// Longest wait between attempts to replace a link.
@@ -112,6 +114,22 @@ impl Cluster {
             Ok(r) => r,
             Err(_) => Err(LinkError::Failed(format!("no answer from {what} within {within:?}"))),
         }
+    }
+
+    /// Like [`Cluster::open_link`], but tries a few times more (the
+    /// cluster picks at random) while the link reaches a replica in
+    /// `taken`; keeps the last one if every try does.
+    pub async fn open_spread(&self, target: &Target, taken: &[String]) -> Result<(Connection, String), LinkError> {
+        let mut last = self.open_link(target).await?;
+        for _ in 1..SPREAD_TRIES {
+            if !taken.contains(&last.1) {
+                break;
+            }
+            let next = self.open_link(target).await?;
+            last.0.close();
+            last = next;
+        }
+        Ok(last)
     }
 
     /// The pools, for status: each as its provider.

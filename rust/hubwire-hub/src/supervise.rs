@@ -234,8 +234,19 @@ async fn link(reg: &Registry, p: &ProviderState, r: &Replica, target: &Target) -
     let Some(cluster) = reg.cluster.get() else {
         return Err(Ended::Died { why: "not connected to the NATS cluster ([nats])".into(), ready: false });
     };
+    // The replicas the pool's other links reach: a new link should reach
+    // another, so that calls spread and one death fails fewer.
+    let taken: Vec<String> = p
+        .replicas
+        .iter()
+        .filter(|o| o.index != r.index)
+        .filter_map(|o| {
+            let st = o.state.lock().unwrap();
+            st.peer.clone().filter(|_| st.phase == Phase::Ready)
+        })
+        .collect();
     let why = tokio::select! {
-        r = cluster.open_link(target) => match r {
+        r = cluster.open_spread(target, &taken) => match r {
             Ok(c) => return Ok(c),
             Err(LinkError::Failed(why)) => why,
             Err(LinkError::Nobody) => format!("no replica in the cluster offers {}", target.describe()),
