@@ -22,7 +22,7 @@ async fn a_hub_routes_to_other_hubs_and_providers_on_nats_and_shows_them() {
     let url = server.url();
     let b = hub("hub-b", &url, "", "[[provider]]\nname = \"tp\"\nexec = [\"{provider}\"]\n");
     b.wait_ready("tp", 1).await;
-    let _d = NatsProvider::start(&url, "prov-d");
+    let d = NatsProvider::start(&url, "prov-d");
     let a = hub("hub-a", &url, "offer = false", "");
     let client = a.connect().await;
     wait_offered(&client, "pid", 2).await;
@@ -56,6 +56,15 @@ async fn a_hub_routes_to_other_hubs_and_providers_on_nats_and_shows_them() {
     // B counted the links and calls it served.
     let sb = b.status().await;
     assert!(sb.links_in.is_some() && sb.calls_in.is_some(), "{sb:?}");
+
+    // D supervised by a hub as one of its providers, reached by name.
+    let e = hub("hub-e", &url, "offer = false", "[[provider]]\nname = \"pd\"\ndial = \"nats:prov-d\"\nreplicas = 2\n");
+    let s = e.wait_ready("pd", 2).await;
+    let pd = s.providers.iter().find(|p| p.name == "pd").unwrap();
+    assert_eq!(pd.launch, "nats:prov-d");
+    assert!(pd.replicas.iter().all(|r| r.peer.as_deref() == Some(&format!("prov-d/{}", d.id))), "{pd:?}");
+    let pid: u32 = e.connect().await.call("pid", &()).await.unwrap();
+    assert_eq!(pid, d.child.id(), "the call went to D");
 
     // No hub at all.
     let out = std::process::Command::new(common::HUB).args(["call", "--nats", &url, "echo", "--raw", "-"]).output().unwrap();
