@@ -57,8 +57,8 @@ pub(super) struct LinkShared {
     tx: Mutex<Tx>,
     /// Milliseconds on the ticker's clock of the last message received and
     /// sent.
-    pub(super) last_recv: AtomicU64,
-    pub(super) last_sent: AtomicU64,
+    last_recv: AtomicU64,
+    last_sent: AtomicU64,
     /// Set by the ticker when the peer has been silent too long.
     silent: AtomicBool,
     /// The reader waiting for a message, woken by the ticker.
@@ -88,7 +88,8 @@ impl NatsLink {
             silent: AtomicBool::new(false),
             reader: Mutex::new(None),
         });
-        ticker::register(&shared);
+        let watched: Arc<dyn ticker::Watched> = shared.clone();
+        ticker::register(Arc::downgrade(&watched));
         NatsLink { shared }
     }
 }
@@ -157,7 +158,7 @@ impl LinkShared {
     /// Sends a message without data (HEARTBEAT, END, CLOSE) if the client
     /// takes it now. A pending DATA goes first: a HEARTBEAT is then not
     /// needed, and END or CLOSE wait for it in a task.
-    pub(super) fn control(self: &Arc<Self>, kind: MsgKind) {
+    pub(super) fn control(&self, kind: MsgKind) {
         let mut tx = self.tx.lock().unwrap();
         if tx.closed || (kind == MsgKind::Heartbeat && tx.pending.is_some()) {
             return;
@@ -268,17 +269,30 @@ impl LinkShared {
         }
         Ok(())
     }
+}
 
-    /// Marks the link silent (the ticker) and wakes its reader.
-    pub(super) fn mark_silent(&self) {
+impl ticker::Watched for LinkShared {
+    fn last_recv(&self) -> u64 {
+        self.last_recv.load(Ordering::Relaxed)
+    }
+
+    fn last_sent(&self) -> u64 {
+        self.last_sent.load(Ordering::Relaxed)
+    }
+
+    fn heartbeat(&self) {
+        self.control(MsgKind::Heartbeat);
+    }
+
+    /// Marks the link silent and wakes its reader, which breaks it.
+    fn mark_silent(&self) {
         self.silent.store(true, Ordering::Relaxed);
         if let Some(w) = self.reader.lock().unwrap().take() {
             w.wake();
         }
     }
 
-    /// Whether the link still runs (the ticker drops it otherwise).
-    pub(super) fn is_live(&self) -> bool {
+    fn is_live(&self) -> bool {
         !self.tx.lock().unwrap().closed
     }
 }
