@@ -8,7 +8,9 @@ use std::sync::Arc;
 use async_nats::Client;
 
 use crate::provider::accept_loop;
-pub use crate::transport::nats::{connect, connect_with, CallCounts, DialOptions, LinkInfo, NatsError, NatsListener, Offer, Target};
+pub use crate::transport::nats::{
+    connect, connect_with, CallCounts, DialOptions, LinkInfo, NatsError, NatsListener, Offer, Target, LINK_PENDING,
+};
 use crate::{Connection, ConnectionOptions, Error, Incoming, MethodInfo, ServeFuture, Service};
 
 impl From<NatsError> for Error {

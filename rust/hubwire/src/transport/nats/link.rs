@@ -27,6 +27,9 @@ struct Rx {
     sub: Option<Subscriber>,
     seq: SeqCheck,
     leftover: Bytes,
+    /// A message the ticker took off the subscription to see that the peer
+    /// is not silent while we were not reading; read before the next.
+    peeked: Option<async_nats::Message>,
     /// END or CLOSE seen: end of stream after `leftover`.
     eof: bool,
     /// Why the link broke (a gap, silence, a bad message): every later
@@ -57,8 +60,8 @@ pub(super) struct LinkShared {
     tx: Mutex<Tx>,
     /// Milliseconds on the ticker's clock of the last message received and
     /// sent.
-    pub(super) last_recv: AtomicU64,
-    pub(super) last_sent: AtomicU64,
+    last_recv: AtomicU64,
+    last_sent: AtomicU64,
     /// Set by the ticker when the peer has been silent too long.
     silent: AtomicBool,
     /// The reader waiting for a message, woken by the ticker.
@@ -81,14 +84,15 @@ impl NatsLink {
             to: Subject::from(to),
             label,
             max_data,
-            rx: Mutex::new(Rx { sub: Some(sub), seq: SeqCheck::default(), leftover: Bytes::new(), eof: false, broken: None }),
+            rx: Mutex::new(Rx { sub: Some(sub), seq: SeqCheck::default(), leftover: Bytes::new(), peeked: None, eof: false, broken: None }),
             tx: Mutex::new(Tx { seq: 0, pending: None, ended: false, closed: false }),
             last_recv: AtomicU64::new(now),
             last_sent: AtomicU64::new(now),
             silent: AtomicBool::new(false),
             reader: Mutex::new(None),
         });
-        ticker::register(&shared);
+        let watched: Arc<dyn ticker::Watched> = shared.clone();
+        ticker::register(Arc::downgrade(&watched));
         NatsLink { shared }
     }
 }
@@ -157,7 +161,7 @@ impl LinkShared {
     /// Sends a message without data (HEARTBEAT, END, CLOSE) if the client
     /// takes it now. A pending DATA goes first: a HEARTBEAT is then not
     /// needed, and END or CLOSE wait for it in a task.
-    pub(super) fn control(self: &Arc<Self>, kind: MsgKind) {
+    pub(super) fn control(&self, kind: MsgKind) {
         let mut tx = self.tx.lock().unwrap();
         if tx.closed || (kind == MsgKind::Heartbeat && tx.pending.is_some()) {
             return;
@@ -215,11 +219,17 @@ impl LinkShared {
             let why = if self.silent.load(Ordering::Relaxed) {
                 format!("nats link: peer silent for {} s", ticker::DEAD_AFTER_MS / 1000)
             } else {
-                let Some(sub) = rx.sub.as_mut() else {
-                    rx.eof = true;
-                    continue;
+                let next = match rx.peeked.take() {
+                    Some(msg) => Poll::Ready(Some(msg)),
+                    None => match rx.sub.as_mut() {
+                        Some(sub) => Pin::new(sub).poll_next(cx),
+                        None => {
+                            rx.eof = true;
+                            continue;
+                        }
+                    },
                 };
-                match Pin::new(sub).poll_next(cx) {
+                match next {
                     Poll::Ready(Some(msg)) => {
                         self.last_recv.store(ticker::now_ms(), Ordering::Relaxed);
                         match self.take(&mut rx, &msg.payload) {
@@ -268,17 +278,46 @@ impl LinkShared {
         }
         Ok(())
     }
+}
 
-    /// Marks the link silent (the ticker) and wakes its reader.
-    pub(super) fn mark_silent(&self) {
+impl ticker::Watched for LinkShared {
+    fn last_recv(&self) -> u64 {
+        self.last_recv.load(Ordering::Relaxed)
+    }
+
+    fn last_sent(&self) -> u64 {
+        self.last_sent.load(Ordering::Relaxed)
+    }
+
+    fn heartbeat(&self) {
+        self.control(MsgKind::Heartbeat);
+    }
+
+    /// Marks the link silent and wakes its reader, which breaks it —
+    /// unless messages wait unread (we are the slow one, not the peer):
+    /// then one is taken off the subscription to show it.
+    fn mark_silent(&self) {
+        {
+            let mut rx = self.rx.lock().unwrap();
+            if rx.peeked.is_some() {
+                self.last_recv.store(ticker::now_ms(), Ordering::Relaxed);
+                return;
+            }
+            if let Some(sub) = rx.sub.as_mut() {
+                if let Poll::Ready(Some(msg)) = Pin::new(sub).poll_next(&mut noop_cx()) {
+                    rx.peeked = Some(msg);
+                    self.last_recv.store(ticker::now_ms(), Ordering::Relaxed);
+                    return;
+                }
+            }
+        }
         self.silent.store(true, Ordering::Relaxed);
         if let Some(w) = self.reader.lock().unwrap().take() {
             w.wake();
         }
     }
 
-    /// Whether the link still runs (the ticker drops it otherwise).
-    pub(super) fn is_live(&self) -> bool {
+    fn is_live(&self) -> bool {
         !self.tx.lock().unwrap().closed
     }
 }
