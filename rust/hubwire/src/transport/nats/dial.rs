@@ -10,7 +10,7 @@ use hubwire_frame::Code;
 
 use super::link::NatsLink;
 use super::wire::{self, ConnectReply, ConnectRequest, Target, LINK_VERSION};
-use super::NatsError;
+use super::{NatsError, NO_RESPONDERS};
 
 /// How a dialer opens a link.
 #[derive(Clone, Debug)]
@@ -29,10 +29,6 @@ impl Default for DialOptions {
         DialOptions { prefix: wire::DEFAULT_PREFIX.into(), connect_timeout: Duration::from_secs(1), peer: None }
     }
 }
-
-/// What the message of a dial that found nobody says (§13.2 step 5):
-/// see [`NatsError::is_no_responders`].
-pub(crate) const NO_RESPONDERS: &str = "nobody subscribes";
 
 /// Whom a link reached: from the connect reply.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -35,6 +35,10 @@ pub use wire::Target;
 /// capacity, which [`connect`] sets.
 pub const LINK_PENDING: usize = 8192;
 
+/// What the message of a dial that found nobody says (§13.2 step 5):
+/// see [`NatsError::is_no_responders`].
+const NO_RESPONDERS: &str = "nobody subscribes";
+
 /// A failure to dial, listen or connect, with its status code
 /// (`unavailable` for nobody there, a replica's refusal's own code).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,7 +59,7 @@ impl NatsError {
     /// (NATS's no-responders answer, §13.2 step 5): a hub then answers the
     /// call `unknown_method`, not `unavailable`.
     pub fn is_no_responders(&self) -> bool {
-        self.code == Code::Unavailable && self.message.contains(dial::NO_RESPONDERS)
+        self.code == Code::Unavailable && self.message.contains(NO_RESPONDERS)
     }
 }
 
