@@ -278,24 +278,15 @@ pub async fn dial_nats(nats: &NatsConfig, method: &str) -> Result<Connection, St
     }
 }
 
-/// Runs `hubwire list --nats`: the cluster's methods, from discovery.
-pub async fn list_cluster(nats: &NatsConfig, as_json: bool) -> Result<(), String> {
+/// Runs `hubwire list --nats` (`table`: [`Cluster::methods_table`]) or
+/// `hubwire status --nats` ([`Cluster::replicas_table`]): the cluster
+/// from discovery, with no hub.
+pub async fn show_cluster(nats: &NatsConfig, as_json: bool, table: fn(&Cluster) -> String) -> Result<(), String> {
     let c = discover(nats).await?;
     if as_json {
         println!("{}", serde_json::to_string_pretty(&c).unwrap_or_default());
     } else {
-        print!("{}", c.methods_table());
-    }
-    Ok(())
-}
-
-/// Runs `hubwire status --nats`: the cluster's replicas, from discovery.
-pub async fn status_cluster(nats: &NatsConfig, as_json: bool) -> Result<(), String> {
-    let c = discover(nats).await?;
-    if as_json {
-        println!("{}", serde_json::to_string_pretty(&c).unwrap_or_default());
-    } else {
-        print!("{}", c.replicas_table());
+        print!("{}", table(&c));
     }
     Ok(())
 }

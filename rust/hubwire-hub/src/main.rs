@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use hubwire_hub::discovery::Cluster;
 use hubwire_hub::{cli, config, hub, logs, trust};
 
 #[derive(Parser)]
@@ -175,11 +176,11 @@ fn main() -> ExitCode {
             }
         }
         Command::List { json, hub } => match hub.nats() {
-            Some(nats) => done(rt.block_on(async { cli::list_cluster(&nats?, json).await })),
+            Some(nats) => done(rt.block_on(async { cli::show_cluster(&nats?, json, Cluster::methods_table).await })),
             None => client(&rt, &hub, |c| async move { cli::list(&c, json).await }),
         },
         Command::Status { json, hub } => match hub.nats() {
-            Some(nats) => done(rt.block_on(async { cli::status_cluster(&nats?, json).await })),
+            Some(nats) => done(rt.block_on(async { cli::show_cluster(&nats?, json, Cluster::replicas_table).await })),
             None => client(&rt, &hub, |c| async move { cli::status(&c, json).await }),
         },
         Command::Bench { args } => bench(args),
