@@ -142,6 +142,9 @@ pub enum System {
     /// hubwire, efficient: one server-stream call per turn, its items the
     /// payload (over NATS).
     HubwireServerStream,
+    /// hubwire, efficient, through hub → NATS → hub → provider
+    /// (`systems/nats_hub.rs`).
+    HubNatsHub,
 }
 
 /// Which kind of row a system gives.
@@ -157,7 +160,7 @@ pub enum Role {
 
 impl System {
     /// Every system, in table order.
-    pub const ALL: [System; 18] = [
+    pub const ALL: [System; 19] = [
         System::HubwireEfficient,
         System::HubwireLowLatency,
         System::HubwireStreamEfficient,
@@ -176,6 +179,7 @@ impl System {
         System::NatsRequestReply,
         System::NatsPublishLoop,
         System::HubwireServerStream,
+        System::HubNatsHub,
     ];
 
     /// The name used in scenario files and tables.
@@ -199,6 +203,7 @@ impl System {
             System::NatsRequestReply => "nats-request-reply",
             System::NatsPublishLoop => "nats-publish-loop",
             System::HubwireServerStream => "hubwire-server-stream",
+            System::HubNatsHub => "hub-nats-hub",
         }
     }
 
@@ -219,7 +224,8 @@ impl System {
             | System::HubwireLowLatency
             | System::HubwireStreamEfficient
             | System::HubwireStreamLowLatency
-            | System::HubwireServerStream => Role::Hubwire,
+            | System::HubwireServerStream
+            | System::HubNatsHub => Role::Hubwire,
             System::FloorBlocking | System::FloorSpin | System::NatsRequestReply | System::NatsPublishLoop => Role::Floor,
             _ => Role::Peer,
         }
@@ -229,7 +235,7 @@ impl System {
     /// config name it (hubwire's rows only).
     pub fn wait_mode(self) -> Option<&'static str> {
         match self {
-            System::HubwireEfficient | System::HubwireStreamEfficient | System::HubwireServerStream => Some("efficient"),
+            System::HubwireEfficient | System::HubwireStreamEfficient | System::HubwireServerStream | System::HubNatsHub => Some("efficient"),
             System::HubwireLowLatency | System::HubwireStreamLowLatency => Some("low-latency"),
             _ => None,
         }
@@ -258,7 +264,7 @@ impl System {
             return e == Encoding::Raw
                 && not_parallel
                 && match self {
-                    System::HubwireEfficient | System::HubwireLowLatency | System::NatsRequestReply => true,
+                    System::HubwireEfficient | System::HubwireLowLatency | System::NatsRequestReply | System::HubNatsHub => true,
                     System::NatsPublishLoop | System::HubwireServerStream => pipelined,
                     _ => false,
                 };
@@ -278,7 +284,7 @@ impl System {
             System::TonicStream | System::GrpcGoUnary | System::GrpcGoStream => listening && e == Encoding::Raw && not_parallel,
             System::IpcBytes => t == Unix && e == Encoding::Raw && not_parallel,
             System::IpcSerde => t == Unix && e == Encoding::Msgpack && !p.is_json() && not_parallel,
-            System::NatsRequestReply | System::NatsPublishLoop | System::HubwireServerStream => false,
+            System::NatsRequestReply | System::NatsPublishLoop | System::HubwireServerStream | System::HubNatsHub => false,
         }
     }
 }

@@ -31,14 +31,24 @@ pub fn start(job: &Job, exe: Option<&Path>) -> io::Result<Box<dyn Target>> {
         sock = sock.display().to_string(),
         peer = peer.display().to_string(),
     );
-    std::fs::write(&config, toml)?;
+    let t0 = Instant::now();
+    let hub = launch(exe, &config, &toml, &sock)?;
+    wait_for_provider(&sock, t0)?;
+    let remote = Remote::external(Addr::Unix(sock), Vec::new(), wait, job);
+    Ok(Box::new(Hub { remote, hub, _dir: dir }))
+}
+
+/// Writes `toml` to `config`, starts `hubwire hub` on it and waits (up to
+/// 10 s) for its Unix socket `sock`.
+pub(super) fn launch(exe: &Path, config: &Path, toml: &str, sock: &Path) -> io::Result<Peer> {
+    std::fs::write(config, toml)?;
     // The hub refuses a config others could write, whatever the umask left.
-    std::fs::set_permissions(&config, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+    std::fs::set_permissions(config, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
     // Warnings and errors only: its info lines would break the progress bar.
     let child = Command::new(exe)
         .arg("hub")
         .arg("--config")
-        .arg(&config)
+        .arg(config)
         .env("RUST_LOG", "warn")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
@@ -51,9 +61,7 @@ pub fn start(job: &Job, exe: Option<&Path>) -> io::Result<Box<dyn Target>> {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    wait_for_provider(&sock, t0)?;
-    let remote = Remote::external(Addr::Unix(sock), Vec::new(), wait, job);
-    Ok(Box::new(Hub { remote, hub, _dir: dir }))
+    Ok(hub)
 }
 
 /// Dials the hub until its HELLO offers `echo`: the hub listens before

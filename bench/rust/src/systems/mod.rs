@@ -16,6 +16,7 @@ pub mod hubwire;
 pub mod ipc;
 pub mod jsonrpc;
 pub mod nats;
+pub mod nats_hub;
 pub mod spawn;
 
 use std::io;
@@ -41,6 +42,9 @@ pub fn start(job: &Job, ctx: &Context) -> io::Result<Box<dyn Target>> {
     if job.transport == Transport::Hub {
         return hub::start(job, ctx.hub.as_deref());
     }
+    if job.system == System::HubNatsHub {
+        return nats_hub::start(job, ctx.hub.as_deref(), ctx.nats.as_deref());
+    }
     if job.transport == Transport::Nats {
         return nats::start(job, ctx.nats.as_deref());
     }
@@ -59,7 +63,7 @@ pub fn start(job: &Job, ctx: &Context) -> io::Result<Box<dyn Target>> {
         System::GrpcGoStream => grpc_go::start(job, ctx.grpc_go.as_deref(), true),
         System::IpcBytes => ipc::start(job, false),
         System::IpcSerde => ipc::start(job, true),
-        System::NatsRequestReply | System::NatsPublishLoop | System::HubwireServerStream => {
+        System::NatsRequestReply | System::NatsPublishLoop | System::HubwireServerStream | System::HubNatsHub => {
             Err(io::Error::other(format!("{} runs only over NATS", job.system.name())))
         }
     }
