@@ -235,7 +235,9 @@ impl System {
     /// config name it (hubwire's rows only).
     pub fn wait_mode(self) -> Option<&'static str> {
         match self {
-            System::HubwireEfficient | System::HubwireStreamEfficient | System::HubwireServerStream | System::HubNatsHub => Some("efficient"),
+            System::HubwireEfficient | System::HubwireStreamEfficient | System::HubwireServerStream | System::HubNatsHub => {
+                Some("efficient")
+            }
             System::HubwireLowLatency | System::HubwireStreamLowLatency => Some("low-latency"),
             _ => None,
         }

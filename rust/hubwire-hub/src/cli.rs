@@ -162,9 +162,21 @@ fn pretty(p: &Payload) -> String {
     }
 }
 
+/// The kind of `method`: from the peer's HELLO, else (a hub in a NATS
+/// cluster, whose HELLO lists only the remote methods it has used) from
+/// what discovery says of it; unary when nobody says.
+async fn kind_of(conn: &Connection, method: &str) -> Kind {
+    if let Some(m) = conn.peer().method(method) {
+        return m.kind;
+    }
+    let Ok(Some(c)) = hub_cluster(conn).await else { return Kind::Unary };
+    let named = c.replicas.iter().find_map(|r| r.methods.get(method).cloned()).unwrap_or_default();
+    [Kind::ServerStream, Kind::ClientStream, Kind::Bidi].into_iter().find(|k| k.name() == named).unwrap_or(Kind::Unary)
+}
+
 /// Runs `hubwire call`: prints the result (or one line per item) on stdout.
 pub async fn call(conn: &Connection, args: CallArgs) -> Result<(), String> {
-    let kind = conn.peer().method(&args.method).map_or(Kind::Unary, |m| m.kind);
+    let kind = kind_of(conn, &args.method).await;
     let opts = CallOptions { timeout: args.timeout, codec: None };
     // Everything is read before the call starts, so that the call's
     // deadline does not run while stdin is being typed.

@@ -63,8 +63,12 @@ impl HubService {
 }
 
 impl Service for HubService {
+    /// The hub's own methods, every local provider's, and (for a client
+    /// that may be routed to the cluster) the remote methods the hub has
+    /// links for already; others are found on their first call.
     fn methods(&self) -> Vec<MethodInfo> {
-        let routed = self.registry.routes().into_iter().map(|r| r.info.clone()).filter(|m| !self.own.has(&m.name));
+        let remote = self.registry.cluster.get().filter(|_| self.to_cluster).map(|c| c.routes()).unwrap_or_default();
+        let routed = self.registry.routes().into_iter().chain(remote).map(|r| r.info.clone()).filter(|m| !self.own.has(&m.name));
         self.own.methods().into_iter().chain(routed).collect()
     }
 

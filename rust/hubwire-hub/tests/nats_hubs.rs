@@ -53,6 +53,10 @@ async fn a_hub_routes_to_other_hubs_and_providers_on_nats_and_shows_them() {
     let in_cluster = list.split("in the cluster").nth(1).unwrap_or_default();
     let row = in_cluster.lines().find(|l| l.starts_with("pid ")).unwrap_or_else(|| panic!("no pid row:\n{list}"));
     assert!(row.contains("hub-b ×1") && row.contains("prov-d ×1"), "{list}");
+    // A server stream of the cluster, from the command line through A
+    // (its kind found by discovery: A's HELLO did not list it).
+    let (code, out, err) = a.cli(&["call", "count", "3"]);
+    assert_eq!((code, out.lines().collect::<Vec<_>>()), (0, vec!["0", "1", "2"]), "{err}");
     // B counted the links and calls it served.
     let sb = b.status().await;
     assert!(sb.links_in.is_some() && sb.calls_in.is_some(), "{sb:?}");
