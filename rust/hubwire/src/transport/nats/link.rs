@@ -102,13 +102,27 @@ fn noop_cx() -> Context<'static> {
 }
 
 impl LinkShared {
-    /// Starts publishing one message and polls it once; Ready means the
-    /// client has taken it.
-    fn start(&self, cx: &mut Context<'_>, payload: Bytes) -> (Publish, Poll<Result<(), async_nats::PublishError>>) {
+    /// Publishes one message if the client takes it now (`Ok`, with the
+    /// outcome); else returns the publish, boxed and polled once with `cx`
+    /// (so the caller is woken when the client has room), to finish later.
+    /// The common case allocates nothing: the publish is polled on the
+    /// stack, and only a full client's gets a box. Dropping a publish that
+    /// waits for room sends nothing (async-nats hands the message to its
+    /// bounded channel only once there is room), so the boxed one is the
+    /// only copy that can go out.
+    fn start(&self, cx: &mut Context<'_>, payload: Bytes) -> Result<Result<(), async_nats::PublishError>, Publish> {
+        {
+            let f = std::pin::pin!(self.client.publish(self.to.clone(), payload.clone()));
+            if let Poll::Ready(r) = f.poll(cx) {
+                return Ok(r);
+            }
+        }
         let (client, to) = (self.client.clone(), self.to.clone());
         let mut f: Publish = Box::pin(async move { client.publish(to, payload).await });
-        let r = f.as_mut().poll(cx);
-        (f, r)
+        match f.as_mut().poll(cx) {
+            Poll::Ready(r) => Ok(r),
+            Poll::Pending => Err(f),
+        }
     }
 
     fn write(&self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
@@ -146,8 +160,8 @@ impl LinkShared {
         tx.seq = tx.seq.wrapping_add(1);
         self.last_sent.store(ticker::now_ms(), Ordering::Relaxed);
         match self.start(cx, msg.freeze()) {
-            (_, Poll::Ready(r)) => Poll::Ready(r.map(|_| n).map_err(|e| self.publish_error(e))),
-            (f, Poll::Pending) => {
+            Ok(r) => Poll::Ready(r.map(|_| n).map_err(|e| self.publish_error(e))),
+            Err(f) => {
                 tx.pending = Some((f, n));
                 Poll::Pending
             }
@@ -184,14 +198,14 @@ impl LinkShared {
             return;
         }
         match self.start(&mut noop_cx(), payload) {
-            (_, Poll::Ready(_)) => {
+            Ok(_) => {
                 tx.seq = tx.seq.wrapping_add(1);
                 self.last_sent.store(ticker::now_ms(), Ordering::Relaxed);
             }
             // The client is full. A HEARTBEAT is dropped unsent (its number
             // is not used); END and CLOSE finish in a task.
-            (_, Poll::Pending) if kind == MsgKind::Heartbeat => {}
-            (f, Poll::Pending) => {
+            Err(_) if kind == MsgKind::Heartbeat => {}
+            Err(f) => {
                 tx.seq = tx.seq.wrapping_add(1);
                 spawn(async move {
                     let _ = f.await;
