@@ -231,7 +231,7 @@ mod tests {
                     "endpoints": [
                         {"name": "echo", "subject": "hubwire.m.echo", "queue_group": "hubwire",
                          "metadata": {"hubwire.method": "echo", "hubwire.kind": "unary"}},
-                        {"name": "~provider", "subject": "hubwire.p.hub_b", "queue_group": "hubwire", "metadata": {"hubwire.connect": "provider"}}
+                        {"name": "-provider", "subject": "hubwire.p.hub_b", "queue_group": "hubwire", "metadata": {"hubwire.connect": "provider"}}
                     ]
                 })
                 .to_string(),
@@ -239,7 +239,7 @@ mod tests {
         };
         let stats = bytes::Bytes::from(
             serde_json::json!({"type": "io.nats.micro.v1.stats_response", "name": "hub-b", "id": "R1",
-                "endpoints": [{"name": "echo", "num_requests": 2, "data": {"calls": 40}}, {"name": "~provider", "num_requests": 1}]})
+                "endpoints": [{"name": "echo", "num_requests": 2, "data": {"calls": 40}}, {"name": "-provider", "num_requests": 1}]})
             .to_string(),
         );
         let other = bytes::Bytes::from_static(b"{\"type\":\"io.nats.micro.v1.info_response\",\"name\":\"x\",\"id\":\"X\"}");
@@ -249,7 +249,7 @@ mod tests {
         let r = &c.replicas[0];
         assert_eq!((r.provider.as_str(), r.id.as_str(), r.links, r.calls), ("hub b", "R1", Some(3), Some(40)));
         assert_eq!(r.methods.get("echo").map(String::as_str), Some("unary"));
-        assert_eq!(r.methods.len(), 1, "the ~provider endpoint is no method");
+        assert_eq!(r.methods.len(), 1, "the -provider endpoint is no method");
         let t = c.methods_table();
         assert!(t.lines().nth(1).is_some_and(|l| l.starts_with("echo") && l.contains("hub b ×1")), "{t}");
         assert!(c.replicas_table().contains("R1"), "{}", c.replicas_table());
