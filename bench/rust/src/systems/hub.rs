@@ -33,7 +33,7 @@ pub fn start(job: &Job, exe: Option<&Path>) -> io::Result<Box<dyn Target>> {
     );
     let t0 = Instant::now();
     let hub = launch(exe, &config, &toml, &sock)?;
-    wait_for_provider(&sock, t0)?;
+    wait_for_provider(&sock, t0, false)?;
     let remote = Remote::external(Addr::Unix(sock), Vec::new(), wait, job);
     Ok(Box::new(Hub { remote, hub, _dir: dir }))
 }
@@ -64,9 +64,11 @@ pub(super) fn launch(exe: &Path, config: &Path, toml: &str, sock: &Path) -> io::
     Ok(hub)
 }
 
-/// Dials the hub until its HELLO offers `echo`: the hub listens before
-/// its providers have finished their own handshakes.
-fn wait_for_provider(sock: &Path, t0: Instant) -> io::Result<()> {
+/// Dials the hub until its HELLO offers `echo` (with `call`: until a
+/// call of `echo` through it is answered, for a method the hub routes to
+/// NATS, which its HELLO does not list): the hub listens before its
+/// providers have finished their own handshakes.
+pub(super) fn wait_for_provider(sock: &Path, t0: Instant, call: bool) -> io::Result<()> {
     let rt = runtime()?;
     loop {
         let offered = rt.block_on(async {
@@ -74,7 +76,10 @@ fn wait_for_provider(sock: &Path, t0: Instant) -> io::Result<()> {
             let conn = hubwire::Connection::dial(t, &hubwire::ConnectionOptions::new("bench-probe"))
                 .await
                 .map_err(|e| io::Error::other(e.to_string()))?;
-            Ok::<_, io::Error>(conn.peer().methods.iter().any(|m| m.name == "echo"))
+            match call {
+                true => Ok::<_, io::Error>(conn.call_raw("echo", bytes::Bytes::from_static(b"probe")).await.is_ok()),
+                false => Ok(conn.peer().methods.iter().any(|m| m.name == "echo")),
+            }
         });
         match offered {
             Ok(true) => return Ok(()),

@@ -8,12 +8,12 @@
 
 use std::io;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::endpoint::Addr;
-use super::hub::launch;
+use super::hub::{launch, wait_for_provider};
 use super::hubwire::{job_wait_mode, Remote};
-use crate::client::{runtime, Client};
+use crate::client::Client;
 use crate::cpu;
 use crate::model::Job;
 use crate::peer::{bench_peer, Peer, TempDir};
@@ -39,35 +39,9 @@ pub fn start(job: &Job, exe: Option<&Path>, url: Option<&str>) -> io::Result<Box
     let hub_b = launch(exe, &dir.join("b.toml"), &b, &sock_b)?;
     let a = format!("[hub]\nname = \"hub-a\"\nunix = {:?}\nwait = {mode:?}\n\n{}", sock_a.display().to_string(), nats(false));
     let hub_a = launch(exe, &dir.join("a.toml"), &a, &sock_a)?;
-    wait_routed(&sock_a)?;
+    wait_for_provider(&sock_a, Instant::now(), true)?;
     let remote = Remote::external(Addr::Unix(sock_a), Vec::new(), wait, job);
     Ok(Box::new(NatsHub { remote, hubs: [hub_a, hub_b], _dir: dir }))
-}
-
-/// Calls `echo` through hub A until it is answered (up to 10 s): hub B's
-/// provider and its NATS offer come up after hub A listens.
-fn wait_routed(sock: &Path) -> io::Result<()> {
-    let rt = runtime()?;
-    let t0 = Instant::now();
-    loop {
-        let answered = rt.block_on(async {
-            let t = hubwire::transport::unix::connect(sock).await?;
-            let conn = hubwire::Connection::dial(t, &hubwire::ConnectionOptions::new("bench-probe"))
-                .await
-                .map_err(|e| io::Error::other(e.to_string()))?;
-            Ok::<_, io::Error>(conn.call_raw("echo", bytes::Bytes::from_static(b"probe")).await.is_ok())
-        });
-        match answered {
-            Ok(true) => return Ok(()),
-            Ok(false) => {}
-            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
-            Err(e) => return Err(e),
-        }
-        if t0.elapsed() > Duration::from_secs(10) {
-            return Err(io::Error::other("hub → NATS → hub not available: `echo` not answered through hub A after 10 s"));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 struct NatsHub {
