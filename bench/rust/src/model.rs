@@ -75,6 +75,8 @@ pub enum Transport {
     /// socketpair to its provider child; calls go client → provider.
     #[serde(rename = "hub-direct")]
     HubDirect,
+    /// Through the run's local `nats-server` (`spec/PROTOCOL.md` §13).
+    Nats,
 }
 
 impl Transport {
@@ -88,6 +90,7 @@ impl Transport {
             Transport::Tcp => "tcp",
             Transport::Hub => "hub",
             Transport::HubDirect => "hub-direct",
+            Transport::Nats => "nats",
         }
     }
 
@@ -135,6 +138,18 @@ pub enum System {
     IpcBytes,
     /// ipc-channel's serde channel (bincode), two processes.
     IpcSerde,
+    /// NATS request-reply with a hand-written async-nats responder: the
+    /// floor of unary calls over NATS.
+    NatsRequestReply,
+    /// A hand-written publish loop (one request, N messages to the
+    /// caller's inbox): the floor of a server stream over NATS.
+    NatsPublishLoop,
+    /// hubwire, efficient: one server-stream call per turn, its items the
+    /// payload (over NATS).
+    HubwireServerStream,
+    /// hubwire, efficient, through hub → NATS → hub → provider
+    /// (`systems/nats_hub.rs`).
+    HubNatsHub,
 }
 
 /// Which kind of row a system gives.
@@ -150,7 +165,7 @@ pub enum Role {
 
 impl System {
     /// Every system, in table order.
-    pub const ALL: [System; 15] = [
+    pub const ALL: [System; 19] = [
         System::HubwireEfficient,
         System::HubwireLowLatency,
         System::HubwireStreamEfficient,
@@ -166,6 +181,10 @@ impl System {
         System::GrpcGoStream,
         System::IpcBytes,
         System::IpcSerde,
+        System::NatsRequestReply,
+        System::NatsPublishLoop,
+        System::HubwireServerStream,
+        System::HubNatsHub,
     ];
 
     /// The name used in scenario files and tables.
@@ -186,6 +205,10 @@ impl System {
             System::GrpcGoStream => "grpc-go-stream",
             System::IpcBytes => "ipc-bytes",
             System::IpcSerde => "ipc-serde",
+            System::NatsRequestReply => "nats-request-reply",
+            System::NatsPublishLoop => "nats-publish-loop",
+            System::HubwireServerStream => "hubwire-server-stream",
+            System::HubNatsHub => "hub-nats-hub",
         }
     }
 
@@ -202,10 +225,13 @@ impl System {
     /// hubwire, floor or peer.
     pub fn role(self) -> Role {
         match self {
-            System::HubwireEfficient | System::HubwireLowLatency | System::HubwireStreamEfficient | System::HubwireStreamLowLatency => {
-                Role::Hubwire
-            }
-            System::FloorBlocking | System::FloorSpin => Role::Floor,
+            System::HubwireEfficient
+            | System::HubwireLowLatency
+            | System::HubwireStreamEfficient
+            | System::HubwireStreamLowLatency
+            | System::HubwireServerStream
+            | System::HubNatsHub => Role::Hubwire,
+            System::FloorBlocking | System::FloorSpin | System::NatsRequestReply | System::NatsPublishLoop => Role::Floor,
             _ => Role::Peer,
         }
     }
@@ -214,7 +240,9 @@ impl System {
     /// config name it (hubwire's rows only).
     pub fn wait_mode(self) -> Option<&'static str> {
         match self {
-            System::HubwireEfficient | System::HubwireStreamEfficient => Some("efficient"),
+            System::HubwireEfficient | System::HubwireStreamEfficient | System::HubwireServerStream | System::HubNatsHub => {
+                Some("efficient")
+            }
             System::HubwireLowLatency | System::HubwireStreamLowLatency => Some("low-latency"),
             _ => None,
         }
@@ -237,6 +265,17 @@ impl System {
         use Transport::*;
         let listening = matches!(t, Unix | Tcp);
         let not_parallel = !matches!(m, Mode::Parallel { .. });
+        let pipelined = matches!(m, Mode::Pipelined { .. });
+        // Over NATS run only the NATS rows and hubwire's calls (raw).
+        if t == Nats {
+            return e == Encoding::Raw
+                && not_parallel
+                && match self {
+                    System::HubwireEfficient | System::HubwireLowLatency | System::NatsRequestReply | System::HubNatsHub => true,
+                    System::NatsPublishLoop | System::HubwireServerStream => pipelined,
+                    _ => false,
+                };
+        }
         match self {
             System::HubwireEfficient | System::HubwireLowLatency => t != Pipe,
             // The transports of the gRPC streams, and the hub, which relays
@@ -252,6 +291,7 @@ impl System {
             System::TonicStream | System::GrpcGoUnary | System::GrpcGoStream => listening && e == Encoding::Raw && not_parallel,
             System::IpcBytes => t == Unix && e == Encoding::Raw && not_parallel,
             System::IpcSerde => t == Unix && e == Encoding::Msgpack && !p.is_json() && not_parallel,
+            System::NatsRequestReply | System::NatsPublishLoop | System::HubwireServerStream | System::HubNatsHub => false,
         }
     }
 }

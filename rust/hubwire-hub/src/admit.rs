@@ -23,6 +23,8 @@ pub enum Peer {
     Uid(u32),
     /// A TCP (or HTTP, WebSocket) peer, by address.
     Ip(IpAddr),
+    /// A link from the NATS cluster (`[nats] max_links` bounds them all).
+    Cluster,
 }
 
 impl fmt::Display for Peer {
@@ -30,6 +32,7 @@ impl fmt::Display for Peer {
         match self {
             Peer::Uid(u) => write!(f, "uid {u}"),
             Peer::Ip(ip) => write!(f, "{ip}"),
+            Peer::Cluster => f.write_str("the NATS cluster"),
         }
     }
 }

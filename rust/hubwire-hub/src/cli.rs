@@ -12,6 +12,8 @@ use bytes::Bytes;
 use hubwire::transport::{tcp, tls, unix};
 use hubwire::{CallOptions, Codec, Connection, ConnectionOptions, Error, Kind, Payload, Token};
 
+use crate::discovery::{Cluster, CLUSTER_METHOD};
+use crate::nats_config::NatsConfig;
 use crate::status::{self, MethodRow, Status};
 use crate::terminal::printable;
 
@@ -160,9 +162,21 @@ fn pretty(p: &Payload) -> String {
     }
 }
 
+/// The kind of `method`: from the peer's HELLO, else (a hub in a NATS
+/// cluster, whose HELLO lists only the remote methods it has used) from
+/// what discovery says of it; unary when nobody says.
+async fn kind_of(conn: &Connection, method: &str) -> Kind {
+    if let Some(m) = conn.peer().method(method) {
+        return m.kind;
+    }
+    let Ok(Some(c)) = hub_cluster(conn).await else { return Kind::Unary };
+    let named = c.replicas.iter().find_map(|r| r.methods.get(method).cloned()).unwrap_or_default();
+    [Kind::ServerStream, Kind::ClientStream, Kind::Bidi].into_iter().find(|k| k.name() == named).unwrap_or(Kind::Unary)
+}
+
 /// Runs `hubwire call`: prints the result (or one line per item) on stdout.
 pub async fn call(conn: &Connection, args: CallArgs) -> Result<(), String> {
-    let kind = conn.peer().method(&args.method).map_or(Kind::Unary, |m| m.kind);
+    let kind = kind_of(conn, &args.method).await;
     let opts = CallOptions { timeout: args.timeout, codec: None };
     // Everything is read before the call starts, so that the call's
     // deadline does not run while stdin is being typed.
@@ -246,11 +260,59 @@ fn stdin_lines(arg: Option<&str>) -> Result<Vec<String>, String> {
     Ok(items)
 }
 
+/// The cluster as the hub sees it, when it joined one (its HELLO lists
+/// `hubwire.cluster`).
+async fn hub_cluster(conn: &Connection) -> Result<Option<Cluster>, String> {
+    if conn.peer().method(CLUSTER_METHOD).is_none() {
+        return Ok(None);
+    }
+    conn.call(CLUSTER_METHOD, &()).await.map(Some).map_err(|e| describe(&e))
+}
+
+/// Asks the cluster of `--nats` directly, with no hub.
+pub async fn discover(nats: &NatsConfig) -> Result<Cluster, String> {
+    let client = crate::nats_connect::connect(nats, "hubwire-cli", false).await?;
+    crate::discovery::discover(&client, &nats.prefix, nats.discovery_timeout).await
+}
+
+/// Dials a replica offering `method` through the cluster of `--nats`,
+/// with no hub: `unknown_method` when nobody offers it.
+pub async fn dial_nats(nats: &NatsConfig, method: &str) -> Result<Connection, String> {
+    let client = crate::nats_connect::connect(nats, "hubwire-cli", false).await?;
+    let opts = hubwire::nats::DialOptions { prefix: nats.prefix.clone(), ..Default::default() };
+    let target = hubwire::nats::Target::Method(method.to_string());
+    match hubwire::transport::nats::dial(&client, &target, &opts).await {
+        Ok((link, _)) => Connection::dial(link, &ConnectionOptions::new("hubwire-cli"))
+            .await
+            .map_err(|e| format!("handshake over NATS failed: {}", describe(&e))),
+        Err(e) if e.is_no_responders() => Err(format!("unknown_method: no provider offers {method:?} on NATS (prefix {:?})", nats.prefix)),
+        Err(e) => Err(printable(&e.to_string()).into_owned()),
+    }
+}
+
+/// Runs `hubwire list --nats` (`table`: [`Cluster::methods_table`]) or
+/// `hubwire status --nats` ([`Cluster::replicas_table`]): the cluster
+/// from discovery, with no hub.
+pub async fn show_cluster(nats: &NatsConfig, as_json: bool, table: fn(&Cluster) -> String) -> Result<(), String> {
+    let c = discover(nats).await?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&c).unwrap_or_default());
+    } else {
+        print!("{}", table(&c));
+    }
+    Ok(())
+}
+
 /// Runs `hubwire list`.
 pub async fn list(conn: &Connection, as_json: bool) -> Result<(), String> {
     let rows: Vec<MethodRow> = conn.call(status::METHODS_METHOD, &()).await.map_err(|e| describe(&e))?;
+    let cluster = hub_cluster(conn).await?;
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default());
+        let v = match &cluster {
+            None => serde_json::to_value(&rows),
+            Some(c) => serde_json::to_value(serde_json::json!({"methods": rows, "cluster": c})),
+        };
+        println!("{}", serde_json::to_string_pretty(&v.unwrap_or_default()).unwrap_or_default());
         return Ok(());
     }
     // Every cell came from a peer: shown with control characters escaped.
@@ -265,16 +327,29 @@ pub async fn list(conn: &Connection, as_json: bool) -> Result<(), String> {
     if rows.is_empty() {
         println!("(no methods yet: no provider has finished its handshake)");
     }
+    if let Some(c) = cluster {
+        println!("\nin the cluster (prefix {:?}):", c.prefix);
+        print!("{}", c.methods_table());
+    }
     Ok(())
 }
 
 /// Runs `hubwire status`.
 pub async fn status(conn: &Connection, as_json: bool) -> Result<(), String> {
     let s: Status = conn.call(status::STATUS_METHOD, &()).await.map_err(|e| describe(&e))?;
+    let cluster = hub_cluster(conn).await?;
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
+        let v = match &cluster {
+            None => serde_json::to_value(&s),
+            Some(c) => serde_json::to_value(serde_json::json!({"hub": s, "cluster": c})),
+        };
+        println!("{}", serde_json::to_string_pretty(&v.unwrap_or_default()).unwrap_or_default());
     } else {
         print!("{}", status::table(&s));
+        if let Some(c) = cluster {
+            println!("\nin the cluster (prefix {:?}):", c.prefix);
+            print!("{}", c.replicas_table());
+        }
     }
     Ok(())
 }

@@ -44,6 +44,8 @@ pub struct HubConfig {
     pub hub: HubSection,
     /// The providers, in file order.
     pub providers: Vec<ProviderConfig>,
+    /// `[nats]`: the NATS cluster the hub joins, if any (`nats_config`).
+    pub nats: Option<crate::nats_config::NatsConfig>,
 }
 
 /// `[hub]`: listeners and hub-wide settings.
@@ -187,6 +189,8 @@ pub enum Launch {
     Unix(PathBuf),
     /// Dialled over TCP.
     Tcp(String),
+    /// A link through the NATS cluster of `[nats]` (`remote`).
+    Nats(crate::remote::Target),
 }
 
 /// One `[[provider]]`.
@@ -235,6 +239,7 @@ struct File {
     hub: Option<Spanned<HubToml>>,
     #[serde(default)]
     provider: Vec<Spanned<ProviderToml>>,
+    nats: Option<Spanned<crate::nats_config::NatsToml>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -341,10 +346,28 @@ pub fn parse(text: &str, path: &Path) -> Result<HubConfig, ConfigError> {
         }
         providers.push(pc);
     }
-    if hub.unix.is_none() && hub.tcp.is_none() && hub.http.is_none() && hub.websocket.is_none() {
-        return Err(p.err(None, "[hub] has no listener: set at least one of unix, tcp, http or websocket".into()));
+    let nats = match file.nats {
+        None => None,
+        Some(t) => {
+            let line = p.line_of(t.span().start);
+            Some(crate::nats_config::section(t.into_inner(), line, &base, &|o| p.line_of(o)).map_err(|(l, why)| p.err(Some(l), why))?)
+        }
+    };
+    if let Some(pc) = providers.iter().find(|pc| matches!(pc.launch, Launch::Nats(_))).filter(|_| nats.is_none()) {
+        return Err(p.err(
+            Some(pc.line),
+            format!("provider {:?}: dial = \"nats:…\" needs a [nats] section (the cluster to reach it through)", pc.name),
+        ));
     }
-    Ok(HubConfig { file: path.to_path_buf(), hub, providers })
+    // A hub that offers its providers to a NATS cluster is reached
+    // through it, and needs no listener of its own.
+    let offers = nats.as_ref().is_some_and(|n| n.offer);
+    if hub.unix.is_none() && hub.tcp.is_none() && hub.http.is_none() && hub.websocket.is_none() && !offers {
+        return Err(
+            p.err(None, "[hub] has no listener: set at least one of unix, tcp, http or websocket (or join a cluster: [nats])".into())
+        );
+    }
+    Ok(HubConfig { file: path.to_path_buf(), hub, providers, nats })
 }
 
 struct Parser<'a> {
@@ -579,7 +602,15 @@ impl Parser<'_> {
                     Some(("tcp", a)) if a.rsplit_once(':').is_some_and(|(h, port)| !h.is_empty() && port.parse::<u16>().is_ok()) => {
                         Launch::Tcp(a.into())
                     }
-                    _ => return Err(self.err(at, format!("provider {name:?}: dial = {d:?}: expected \"unix:PATH\" or \"tcp:HOST:PORT\""))),
+                    Some(("nats", n)) if !n.is_empty() && !n.contains(['.', '*', '>', ' ']) => {
+                        Launch::Nats(crate::remote::Target::Provider(n.into()))
+                    }
+                    _ => {
+                        return Err(self.err(
+                            at,
+                            format!("provider {name:?}: dial = {d:?}: expected \"unix:PATH\", \"tcp:HOST:PORT\" or \"nats:NAME\""),
+                        ))
+                    }
                 }
             }
         };

@@ -102,6 +102,14 @@ pub fn offer(reg: &Arc<Registry>, allowed: bool, call: Incoming) -> Result<Serve
                     (offer.via, offer.address) = (Via::Address, Some(format!("tcp:{addr}")));
                     link.send(offer, None).await?;
                 }
+                // A link through NATS reaches another hub or a replica on
+                // another host: no socket of ours reaches it (spec §13).
+                Launch::Nats(_) => {
+                    return Err(Error::invalid_argument(format!(
+                        "provider {:?} is reached through NATS: it has no direct path",
+                        p.config.name
+                    )));
+                }
             }
             Ok::<_, Error>(())
         };

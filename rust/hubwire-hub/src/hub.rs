@@ -36,6 +36,7 @@ use tokio::task::JoinSet;
 use crate::admit::{self, Admission, Peer, Ticket};
 use crate::config::{Access, ConfigError, HubConfig, HubLimits, Located};
 use crate::idle::{self, Activity};
+use crate::join::Joined;
 use crate::own_schemas;
 use crate::queue::ClientQueue;
 use crate::registry::Registry;
@@ -51,13 +52,38 @@ struct Clients {
     trusted: HubService,
     /// What every other connection is served: status redacted.
     untrusted: HubService,
+    /// What links from the NATS cluster are served: as `trusted` or
+    /// `untrusted` (as TCP clients: trusted with a token), but never
+    /// routed on to the cluster.
+    from_cluster: HubService,
+    /// Links from the cluster now, and calls over them.
+    pub served: Arc<crate::nats_link::Served>,
     next: AtomicU64,
     live: Mutex<HashMap<u64, Connection>>,
 }
 
 impl Clients {
-    fn new(trusted: HubService, untrusted: HubService) -> Clients {
-        Clients { trusted, untrusted, next: AtomicU64::new(0), live: Mutex::new(HashMap::new()) }
+    fn new(trusted: HubService, untrusted: HubService, with_token: bool, served: Arc<crate::nats_link::Served>) -> Clients {
+        let base = if with_token { &trusted } else { &untrusted };
+        let from_cluster = HubService { to_cluster: false, ..base.clone() };
+        Clients { trusted, untrusted, from_cluster, served, next: AtomicU64::new(0), live: Mutex::new(HashMap::new()) }
+    }
+
+    /// Serves one link from the cluster, like a client connection (see
+    /// [`Clients::serve`]), its calls counted in `calls` (`$SRV.STATS`).
+    async fn serve_link(
+        self: Arc<Self>,
+        t: transport::DynTransport,
+        config: ConnectionOptions,
+        ticket: Ticket,
+        idle: Duration,
+        calls: Arc<hubwire::nats::CallCounts>,
+    ) {
+        let counted = crate::nats_link::Counted { inner: self.from_cluster.for_client(), calls, served: self.served.clone() };
+        self.served.links.fetch_add(1, Ordering::Relaxed);
+        let served = self.served.clone();
+        self.serve_as(t, config.service(counted), Some(ticket), Some(idle)).await;
+        served.links.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Serves one connection until it closes. `ticket` is its place under
@@ -74,11 +100,23 @@ impl Clients {
         idle: Option<Duration>,
         trusted: bool,
     ) {
-        let _ticket = ticket;
         let hub = if trusted { &self.trusted } else { &self.untrusted };
         let config = config.service(hub.for_client()).advertise_direct(hub.direct);
+        tracing::debug!(client = %t.describe(), trusted, "client connected");
+        self.serve_as(t, config, ticket, idle).await;
+    }
+
+    /// Serves one connection with `config` (its service set) until it
+    /// closes.
+    async fn serve_as(
+        self: Arc<Self>,
+        t: transport::DynTransport,
+        config: ConnectionOptions,
+        ticket: Option<Ticket>,
+        idle: Option<Duration>,
+    ) {
+        let _ticket = ticket;
         let label = t.describe();
-        tracing::debug!(client = %label, trusted, "client connected");
         let (activity, t, config) = Activity::watch(t, config);
         let conn = match Connection::start(t, &config, false).await {
             Ok(c) => c,
@@ -162,11 +200,23 @@ pub async fn bind(cfg: &HubConfig) -> Result<Bound, ConfigError> {
 
 /// The service the hub offers its clients: its own methods, and every
 /// provider's, relayed. Untrusted callers get the redacted status.
-fn hub_service(reg: &Arc<Registry>, name: &str, limits: &HubLimits, trusted: bool) -> HubService {
-    let (r1, r2, hub) = (reg.clone(), reg.clone(), name.to_string());
+fn hub_service(
+    reg: &Arc<Registry>,
+    name: &str,
+    limits: &HubLimits,
+    trusted: bool,
+    joined: Option<&Joined>,
+    served: &Arc<crate::nats_link::Served>,
+) -> HubService {
+    let (r1, r2, hub, served) = (reg.clone(), reg.clone(), name.to_string(), served.clone());
+    let in_cluster = joined.is_some();
     let own = Provider::new(name)
         .unary(STATUS_METHOD, move |_ctx, (): ()| {
-            let s = status::status(&r1, &hub);
+            let mut s = status::status(&r1, &hub);
+            if in_cluster {
+                s.links_in = Some(served.links.load(Ordering::Relaxed));
+                s.calls_in = Some(served.calls.load(Ordering::Relaxed));
+            }
             let s = if trusted { s } else { s.redacted() };
             async move { Ok(s) }
         })
@@ -178,9 +228,14 @@ fn hub_service(reg: &Arc<Registry>, name: &str, limits: &HubLimits, trusted: boo
         })
         .describe(METHODS_METHOD, own_schemas::no_input(), own_schemas::methods_output(), None)
         .doc(METHODS_METHOD, "Every routed method with its kind, provider and description");
+    let own = match joined {
+        Some(j) => crate::join::own_method(own, j),
+        None => own,
+    };
+    let to_cluster = joined.is_some_and(|j| j.cfg.route);
     // Trusted clients may take the direct path (spec §14.1).
     let direct = trusted;
-    HubService { own: Arc::new(own), registry: reg.clone(), limits: limits.clone(), client: Arc::new(ClientQueue::new(0, 0)), direct }
+    HubService { own: Arc::new(own), registry: reg.clone(), limits: limits.clone(), client: Arc::new(ClientQueue::new(0, 0)), direct, to_cluster }
 }
 
 /// Runs the hub until SIGTERM or SIGINT, then shuts it down in order.
@@ -202,8 +257,19 @@ pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
         .window(limits.window)
         .write_queue(limits.write_queue, limits.write_stall_timeout);
     let reaper = tokio::spawn(crate::process::reaper());
+    // The cluster first, so that `dial = "nats:…"` providers find it.
+    let joined = match &cfg.nats {
+        None => None,
+        Some(n) => Some(crate::join::join(n, &cfg.hub.name, &reg, &upstream, cfg.hub.token.as_ref()).await.map_err(std::io::Error::other)?),
+    };
     let supervisors = crate::supervise::start(&reg, &upstream);
-    let clients = Arc::new(Clients::new(hub_service(&reg, &cfg.hub.name, limits, true), hub_service(&reg, &cfg.hub.name, limits, false)));
+    let served = Arc::new(crate::nats_link::Served::default());
+    let clients = Arc::new(Clients::new(
+        hub_service(&reg, &cfg.hub.name, limits, true, joined.as_ref(), &served),
+        hub_service(&reg, &cfg.hub.name, limits, false, joined.as_ref(), &served),
+        cfg.hub.token.is_some(),
+        served,
+    ));
     let access = &cfg.hub.access;
     let admission = Admission::new(access.max_connections, access.max_connections_per_peer);
     let mut serving = upstream.clone();
@@ -232,6 +298,12 @@ pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
     }
     if let Some(l) = websocket {
         accepting.spawn(door.clone().websocket(l, token.is_some() || certified));
+    }
+    if let Some(j) = joined.as_ref().filter(|j| j.cfg.offer) {
+        let door = door.clone();
+        let links = Admission::new(j.cfg.max_links, j.cfg.max_links);
+        let enter = move |t, calls| door.link(t, &links, calls);
+        accepting.spawn(crate::nats_link::offer(j.client.clone(), reg.clone(), j.cfg.prefix.clone(), cfg.hub.name.clone(), enter));
     }
     if let Some(l) = http {
         // The gateway is one more client, over an in-memory connection
@@ -299,6 +371,20 @@ impl Door {
         match &self.token {
             Some(t) => self.serving.clone().require_token(t.0.clone()),
             None => self.serving.clone(),
+        }
+    }
+
+    /// Serves a link from the cluster under `[nats] max_links` (`links`),
+    /// or refuses it; the token is required as of a TCP client.
+    fn link(&self, t: transport::DynTransport, links: &Arc<Admission>, calls: Arc<hubwire::nats::CallCounts>) {
+        match links.admit(Peer::Cluster) {
+            Ok(ticket) => {
+                tokio::spawn(self.clients.clone().serve_link(t, self.remote(), ticket, self.idle, calls));
+            }
+            Err(why) => {
+                tracing::debug!(link = %t.describe(), "refused: {why} (max_links)");
+                admit::refuse(&t, Code::ResourceExhausted, &format!("{why} (links from the cluster: [nats] max_links)"));
+            }
         }
     }
 

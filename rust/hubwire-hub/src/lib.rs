@@ -6,11 +6,17 @@
 //! |---|---|
 //! | [`auth`] | the token (file, environment, bearer header) and who is trusted with private status |
 //! | [`config`] | `hubwire.toml`: listeners and providers, errors with file and line |
+//! | [`nats_connect`] | connecting to the cluster: credentials, TLS, reconnection |
+//! | [`discovery`] | who offers what in the cluster: `$SRV.INFO`/`$SRV.STATS` gathered for a short deadline |
+//! | [`nats_link`] | links over NATS: the dialer behind `remote`, offering the local methods, counting what links serve |
+//! | [`nats_config`] | `[nats]`: the NATS cluster the hub joins, its credentials, what it offers and routes |
 //! | [`registry`] | providers, replicas, the method table; duplicate names refused |
 //! | [`supervise`] | one task per replica: start, handshake, health pings, restart with backoff, crash loops |
 //! | `group` | a provider's process group: signal it, wait until none of it is alive |
+//! | [`remote`] | routing to the cluster: a remote method is a pool of links, opened on its first call |
 //! | [`route`] | one call: find its route (or `unknown_method` at once), admit, pick the least-loaded ready replica, forward with a deadline |
 //! | [`queue`] | calls waiting for a provider's slot: bounded in calls and bytes, per provider and per client connection |
+//! | [`join`] | the hub in a NATS cluster: its connection, `hubwire.cluster` |
 //! | [`hub`] | the daemon: listeners, client connections, orderly shutdown on SIGTERM |
 //! | [`gateway`] | the HTTP/JSON gateway |
 //! | [`websocket`] | the WebSocket listener, for browsers (its pump: `websocket_pump`) |
@@ -38,19 +44,25 @@ pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod direct;
+pub mod discovery;
 pub mod gateway;
 mod group;
 pub mod http_guard;
 pub mod hub;
 mod idle;
+pub mod join;
 pub mod logs;
 pub mod metrics;
+pub mod nats_config;
+pub mod nats_connect;
+pub mod nats_link;
 pub mod own_schemas;
 pub mod process;
 pub mod prometheus;
 pub mod provider_env;
 pub mod queue;
 pub mod registry;
+pub mod remote;
 pub mod route;
 pub mod status;
 pub mod supervise;

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use hubwire_hub::discovery::Cluster;
 use hubwire_hub::{cli, config, hub, logs, trust};
 
 #[derive(Parser)]
@@ -92,6 +93,19 @@ struct HubFlags {
     /// Over TCP or TLS: send the token on this file's first line (default: $HUBWIRE_TOKEN).
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
+    /// No hub: go through this NATS cluster (nats://HOST:PORT, several separated by commas).
+    #[arg(long, env = "HUBWIRE_NATS", value_name = "URL", conflicts_with = "hub")]
+    nats: Option<String>,
+    /// With --nats: the subject prefix of the deployment (default hubwire).
+    #[arg(long, value_name = "PREFIX", requires = "nats")]
+    nats_prefix: Option<String>,
+}
+
+impl HubFlags {
+    /// `[nats]` from `--nats`, when given.
+    fn nats(&self) -> Option<Result<hubwire_hub::nats_config::NatsConfig, String>> {
+        self.nats.as_deref().map(|u| hubwire_hub::nats_connect::from_flag(u, self.nats_prefix.as_deref()))
+    }
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -151,10 +165,24 @@ fn main() -> ExitCode {
             })
         }
         Command::Call { method, input, raw, timeout, hub } => {
-            client(&rt, &hub, |c| async move { cli::call(&c, cli::CallArgs { method, input, raw, timeout }).await })
+            let args = cli::CallArgs { method, input, raw, timeout };
+            match hub.nats() {
+                Some(nats) => done(rt.block_on(async {
+                    let nats = nats?;
+                    let conn = cli::dial_nats(&nats, &args.method).await?;
+                    cli::call(&conn, args).await
+                })),
+                None => client(&rt, &hub, |c| async move { cli::call(&c, args).await }),
+            }
         }
-        Command::List { json, hub } => client(&rt, &hub, |c| async move { cli::list(&c, json).await }),
-        Command::Status { json, hub } => client(&rt, &hub, |c| async move { cli::status(&c, json).await }),
+        Command::List { json, hub } => match hub.nats() {
+            Some(nats) => done(rt.block_on(async { cli::show_cluster(&nats?, json, Cluster::methods_table).await })),
+            None => client(&rt, &hub, |c| async move { cli::list(&c, json).await }),
+        },
+        Command::Status { json, hub } => match hub.nats() {
+            Some(nats) => done(rt.block_on(async { cli::show_cluster(&nats?, json, Cluster::replicas_table).await })),
+            None => client(&rt, &hub, |c| async move { cli::status(&c, json).await }),
+        },
         Command::Bench { args } => bench(args),
     }
 }
@@ -171,6 +199,11 @@ where
         let conn = cli::connect(&addr, &files, token.as_ref()).await?;
         f(conn).await
     });
+    done(r)
+}
+
+/// Exit 0, or print the error and exit 1.
+fn done(r: Result<(), String>) -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -27,7 +27,7 @@ pub fn status_output() -> Value {
         "properties": {
             "index": {"type": "integer", "minimum": 0},
             "pid": opt_int.clone(),
-            "state": {"enum": ["starting", "ready", "restarting", "failed", "stopped"]},
+            "state": {"enum": ["starting", "ready", "restarting", "unreachable", "failed", "stopped"]},
             "reason": {"type": ["string", "null"]},
             "restarts": {"type": "integer", "minimum": 0},
             "in_flight": {"type": "integer", "minimum": 0},
@@ -39,7 +39,8 @@ pub fn status_output() -> Value {
             "stderr": {"type": "array", "items": {"type": "string"}},
             "direct_calls": {"type": "integer", "minimum": 0},
             "direct_errors": {"type": "integer", "minimum": 0},
-            "direct_open": {"type": "integer", "minimum": 0}
+            "direct_open": {"type": "integer", "minimum": 0},
+            "peer": {"type": ["string", "null"]}
         },
         "required": ["index", "state", "restarts", "in_flight", "calls", "errors", "stderr"]
     });
@@ -48,6 +49,8 @@ pub fn status_output() -> Value {
         "properties": {
             "hub": {"type": "string"},
             "uptime_ms": {"type": "integer", "minimum": 0},
+            "links_in": {"type": "integer", "minimum": 0},
+            "calls_in": {"type": "integer", "minimum": 0},
             "providers": {
                 "type": "array",
                 "items": {
@@ -81,6 +84,17 @@ pub fn methods_output() -> Value {
             },
             "required": ["name", "kind", "provider"]
         }
+    })
+}
+
+/// Output of `hubwire.cluster` (a hub in a NATS cluster): the prefix,
+/// the replicas discovery found (`discovery::RemoteReplica`), whether
+/// the answers were cut.
+pub fn cluster_output() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"prefix": {"type": "string"}, "replicas": {"type": "array", "items": {"type": "object"}}, "cut": {"type": "boolean"}},
+        "required": ["prefix", "replicas"]
     })
 }
 
@@ -121,9 +135,12 @@ mod tests {
             direct_calls: 2,
             direct_errors: 0,
             direct_open: 1,
+            peer: Some("hub-b".into()),
         };
         let provider = ProviderStatus { name: "p".into(), launch: "exec p".into(), queued: 0, refused: 0, replicas: vec![replica] };
-        let status = serde_json::to_value(Status { hub: "h".into(), uptime_ms: 1, providers: vec![provider] }).unwrap();
+        let status =
+            serde_json::to_value(Status { hub: "h".into(), uptime_ms: 1, providers: vec![provider], links_in: Some(1), calls_in: Some(2) })
+                .unwrap();
         let schema = status_output();
         let p_schema = &schema["properties"]["providers"]["items"];
         let r_schema = &p_schema["properties"]["replicas"]["items"];
@@ -138,8 +155,15 @@ mod tests {
     /// smallest `max_frame` a peer may declare (4096).
     #[test]
     fn the_schemas_stay_small() {
-        let total: usize = [no_input(), no_input(), status_output(), methods_output()].iter().map(|v| v.to_string().len()).sum();
-        assert!(total <= 1536, "the hub's own schemas take {total} bytes of its HELLO");
+        let all = [no_input(), no_input(), status_output(), methods_output(), no_input(), cluster_output()];
+        let total: usize = all.iter().map(|v| v.to_string().len()).sum();
+        assert!(total <= 2048, "the hub's own schemas take {total} bytes of its HELLO");
+    }
+
+    #[test]
+    fn the_cluster_schema_lists_every_field_discovery_serializes() {
+        let c = crate::discovery::Cluster { prefix: "hubwire".into(), replicas: vec![], cut: false };
+        assert_eq!(mismatches(&cluster_output(), &serde_json::to_value(c).unwrap()), Vec::<String>::new());
     }
 
     #[test]

@@ -74,6 +74,9 @@ pub struct ReplicaState {
     pub last_exit: Option<String>,
     /// Its last lines on stderr.
     pub stderr: VecDeque<String>,
+    /// Which peer it reached while ready: the name in its HELLO, or for a
+    /// link through the cluster, `provider/replica-id`.
+    pub peer: Option<String>,
 }
 
 /// One process (or connection) of a provider's pool.
@@ -96,6 +99,9 @@ pub struct Replica {
     pub hung: Mutex<Option<String>>,
     /// What it served over direct connections, as it reported (`direct`).
     pub direct: DirectCounts,
+    /// A connection opened for it before its supervisor started (the
+    /// first link of a remote method, `remote`), taken as its first run.
+    pub adopt: Mutex<Option<(Connection, String)>>,
 }
 
 impl Replica {
@@ -109,6 +115,7 @@ impl Replica {
                 restarts: 0,
                 last_exit: None,
                 stderr: VecDeque::new(),
+                peer: None,
             }),
             in_flight: AtomicUsize::new(0),
             metrics: Metrics::default(),
@@ -116,6 +123,7 @@ impl Replica {
             next_call: AtomicU64::new(0),
             hung: Mutex::new(None),
             direct: DirectCounts::default(),
+            adopt: Mutex::new(None),
         }
     }
 
@@ -179,6 +187,22 @@ pub struct ProviderState {
 }
 
 impl ProviderState {
+    /// A provider with its pool, nothing ready.
+    pub fn new(c: ProviderConfig) -> ProviderState {
+        ProviderState {
+            replicas: (0..c.replicas).map(|i| Arc::new(Replica::new(i))).collect(),
+            gate: Arc::new(Semaphore::new(c.max_in_flight)),
+            queued: AtomicUsize::new(0),
+            queued_bytes: AtomicUsize::new(0),
+            changed: Notify::new(),
+            refused: Mutex::new(None),
+            registered: AtomicBool::new(false),
+            refusals: Metrics::default(),
+            next: AtomicUsize::new(0),
+            config: c,
+        }
+    }
+
     /// The ready replica with the fewest calls in flight, and its connection.
     pub fn pick(&self) -> Option<(Arc<Replica>, Connection)> {
         let mut best: Option<(usize, &Arc<Replica>, Connection)> = None;
@@ -244,29 +268,16 @@ pub struct Registry {
     pub started: Instant,
     /// `[hub] log_line_max`: the longest provider stdout/stderr line kept.
     pub log_line_max: usize,
+    /// The cluster joined with `[nats]`, once connected: remote methods'
+    /// pools (`remote`).
+    pub cluster: std::sync::OnceLock<Arc<crate::remote::Cluster>>,
 }
 
 impl Registry {
     /// A registry for these providers, each with its pool, nothing ready;
     /// their log lines are cut at `log_line_max` bytes.
     pub fn new(configs: &[ProviderConfig], log_line_max: usize) -> Registry {
-        let providers = configs
-            .iter()
-            .map(|c| {
-                Arc::new(ProviderState {
-                    replicas: (0..c.replicas).map(|i| Arc::new(Replica::new(i))).collect(),
-                    gate: Arc::new(Semaphore::new(c.max_in_flight)),
-                    queued: AtomicUsize::new(0),
-                    queued_bytes: AtomicUsize::new(0),
-                    changed: Notify::new(),
-                    refused: Mutex::new(None),
-                    registered: AtomicBool::new(false),
-                    refusals: Metrics::default(),
-                    next: AtomicUsize::new(0),
-                    config: c.clone(),
-                })
-            })
-            .collect();
+        let providers = configs.iter().map(|c| Arc::new(ProviderState::new(c.clone()))).collect();
         Registry {
             providers,
             routes: RwLock::new(HashMap::new()),
@@ -276,6 +287,7 @@ impl Registry {
             changed: Notify::new(),
             started: Instant::now(),
             log_line_max,
+            cluster: std::sync::OnceLock::new(),
         }
     }
 

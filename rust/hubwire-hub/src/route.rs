@@ -14,7 +14,9 @@
 //! A method no provider has registered fails at once with
 //! `unknown_method`, even while some provider is still starting (the
 //! message names them): a caller is never held for a provider that may
-//! never come up.
+//! never come up. In a hub that joined a NATS cluster, such a call goes to
+//! the cluster instead (`remote`), and fails `unknown_method` at once only
+//! if nobody there offers the method either.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -24,7 +26,7 @@ use hubwire::{CallOptions, Code, Error, Incoming, MethodInfo, Payload, Provider,
 
 use crate::config::HubLimits;
 use crate::queue::{admit, ClientQueue, Pinned};
-use crate::registry::{ProviderState, Registry, Replica, Route};
+use crate::registry::{ProviderState, Registry, Replica};
 
 /// How long a call waits in the hub before it fails (or less, if its
 /// deadline is sooner): for a provider that may offer its method to say
@@ -47,6 +49,10 @@ pub struct HubService {
     pub client: Arc<ClientQueue>,
     /// Its clients may take the direct path (they are trusted, §14.1).
     pub direct: bool,
+    /// Send a call for a method no local provider offers to the cluster
+    /// (`[nats] route`; never for a call that came from the cluster, so
+    /// that no call goes round between hubs).
+    pub to_cluster: bool,
 }
 
 impl HubService {
@@ -59,8 +65,12 @@ impl HubService {
 }
 
 impl Service for HubService {
+    /// The hub's own methods, every local provider's, and (for a client
+    /// that may be routed to the cluster) the remote methods the hub has
+    /// links for already; others are found on their first call.
     fn methods(&self) -> Vec<MethodInfo> {
-        let routed = self.registry.routes().into_iter().map(|r| r.info.clone()).filter(|m| !self.own.has(&m.name));
+        let remote = self.registry.cluster.get().filter(|_| self.to_cluster).map(|c| c.routes()).unwrap_or_default();
+        let routed = self.registry.routes().into_iter().chain(remote).map(|r| r.info.clone()).filter(|m| !self.own.has(&m.name));
         self.own.methods().into_iter().chain(routed).collect()
     }
 
@@ -80,7 +90,11 @@ async fn dispatch(hub: &HubService, mut call: Routed) -> Result<Option<Payload>,
     let arrived = tokio::time::Instant::now();
     let reg = &*hub.registry;
     let method = call.ctx.method();
-    let route = find(reg, method)?;
+    let route = match reg.route(method) {
+        Some(r) => r,
+        None if hub.to_cluster => crate::remote::route(&hub.registry, method).await.unwrap_or_else(|| Err(unknown(reg, method)))?,
+        None => return Err(unknown(reg, method)),
+    };
     if route.info.kind != call.kind {
         return Err(Error::invalid_argument(format!("method {method:?} is {}, called as {}", route.info.kind.name(), call.kind.name())));
     }
@@ -119,11 +133,6 @@ fn onward(call: &Routed, default: Option<Duration>, arrived: tokio::time::Instan
         opts.timeout = default.map(|d| (arrived + d).saturating_duration_since(now).max(Duration::from_nanos(1)));
     }
     opts
-}
-
-/// The method's route, or `unknown_method` at once.
-fn find(reg: &Registry, method: &str) -> Result<Arc<Route>, Error> {
-    reg.route(method).ok_or_else(|| unknown(reg, method))
 }
 
 /// When a call stops waiting in the hub (for a route, a replica, a

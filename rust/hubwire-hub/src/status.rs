@@ -46,8 +46,15 @@ pub struct Status {
     pub hub: String,
     /// Milliseconds since it started.
     pub uptime_ms: u64,
-    /// Every provider, in config order.
+    /// Every provider, in config order, then the pools of remote methods
+    /// (`nats:METHOD`, by name).
     pub providers: Vec<ProviderStatus>,
+    /// In a NATS cluster: links from the cluster open now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub links_in: Option<usize>,
+    /// In a NATS cluster: calls taken over links from the cluster so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls_in: Option<u64>,
 }
 
 /// One provider and its pool.
@@ -103,6 +110,10 @@ pub struct ReplicaStatus {
     /// Direct connections it serves now.
     #[serde(default)]
     pub direct_open: u64,
+    /// The name in its peer's HELLO while ready: for a link of a remote
+    /// method (provider `nats:METHOD`), the hub or provider it reached.
+    #[serde(default)]
+    pub peer: Option<String>,
 }
 
 /// One routed method.
@@ -120,15 +131,20 @@ pub struct MethodRow {
 
 /// Reads the status off the registry.
 pub fn status(reg: &Registry, hub: &str) -> Status {
+    let pools = reg.cluster.get().map(|c| c.pools()).unwrap_or_default();
     let providers = reg
         .providers
         .iter()
+        .chain(&pools)
         .map(|p| ProviderStatus {
             name: p.config.name.clone(),
             launch: cut(&match &p.config.launch {
                 Launch::Exec { argv, .. } => format!("exec {}", argv.join(" ")),
                 Launch::Unix(path) => format!("unix:{}", path.display()),
                 Launch::Tcp(a) => format!("tcp:{a}"),
+                Launch::Nats(crate::remote::Target::Method(m)) => format!("nats:method:{m}"),
+                Launch::Nats(crate::remote::Target::Provider(n)) => format!("nats:{n}"),
+                Launch::Nats(crate::remote::Target::Replica(id)) => format!("nats:replica:{id}"),
             }),
             queued: p.queued.load(Ordering::Relaxed),
             refused: p.refusals.calls(),
@@ -160,12 +176,13 @@ pub fn status(reg: &Registry, hub: &str) -> Status {
                         direct_errors: r.direct.errors.load(Ordering::Relaxed),
                         // Its direct connections end with its run.
                         direct_open: if st.phase == Phase::Ready { r.direct.open.load(Ordering::Relaxed) } else { 0 },
+                        peer: st.peer.as_deref().filter(|_| st.phase == Phase::Ready).map(cut),
                     }
                 })
                 .collect(),
         })
         .collect();
-    Status { hub: hub.into(), uptime_ms: reg.started.elapsed().as_millis() as u64, providers }
+    Status { hub: hub.into(), uptime_ms: reg.started.elapsed().as_millis() as u64, providers, links_in: None, calls_in: None }
 }
 
 impl Status {
@@ -186,11 +203,13 @@ impl Status {
     }
 }
 
-/// The routed methods, by provider in config order.
+/// The routed methods, by provider in config order, then the remote
+/// methods this hub has links for (provider `nats:METHOD`), by name.
 pub fn methods(reg: &Registry) -> Vec<MethodRow> {
     let mut routes = reg.routes();
     let position = |name: &str| reg.providers.iter().position(|p| p.config.name == name);
     routes.sort_by_key(|r| position(&r.provider.config.name));
+    routes.extend(reg.cluster.get().map(|c| c.routes()).unwrap_or_default());
     routes
         .into_iter()
         .map(|r| MethodRow {
@@ -221,12 +240,14 @@ fn direct_cell(r: &ReplicaStatus) -> String {
     format!("{} ({} err, {} open)", r.direct_calls, r.direct_errors, r.direct_open)
 }
 
-/// The status as a table, one row per replica, then the reasons and last
+/// The status as a table, one row per replica (DIRECT: its calls over
+/// direct connections; PEER: the name in its HELLO, for a link of a remote
+/// method the hub or provider it reached), then the reasons and last
 /// stderr lines of failed replicas; peer-supplied text is shown with its
 /// control characters escaped.
 pub fn table(s: &Status) -> String {
     let mut rows =
-        vec![["PROVIDER", "REPLICA", "PID", "STATE", "RESTARTS", "IN FLIGHT", "CALLS", "ERRORS", "P50", "P99", "DIRECT"].map(String::from)];
+        vec![["PROVIDER", "REPLICA", "PID", "STATE", "RESTARTS", "IN FLIGHT", "CALLS", "ERRORS", "P50", "P99", "DIRECT", "PEER"].map(String::from)];
     for p in &s.providers {
         for r in &p.replicas {
             rows.push([
@@ -241,10 +262,11 @@ pub fn table(s: &Status) -> String {
                 human_us(r.p50_us),
                 human_us(r.p99_us),
                 direct_cell(r),
+                printable(r.peer.as_deref().unwrap_or("-")).into_owned(),
             ]);
         }
     }
-    let mut widths = [0; 11];
+    let mut widths = [0; 12];
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());

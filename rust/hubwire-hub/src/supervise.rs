@@ -21,6 +21,7 @@ use tokio::process::{Child, Command};
 
 use crate::config::Launch;
 use crate::registry::{Phase, ProviderState, Registry, Replica};
+use crate::remote::{LinkError, Target};
 
 /// How one run of a replica ended.
 enum Ended {
@@ -44,16 +45,23 @@ const NO_FD_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// Starts one supervisor task per replica of every provider.
 pub fn start(reg: &Arc<Registry>, config: &ConnectionOptions) -> Vec<tokio::task::JoinHandle<()>> {
-    let mut tasks = Vec::new();
-    for p in &reg.providers {
-        for r in &p.replicas {
-            // `direct` in its HELLO, and `hubwire.report` served, for the
-            // direct path's counts (spec §14.5).
-            let config = config.clone().advertise_direct(true).service(crate::direct::reports(r));
-            tasks.push(tokio::spawn(supervise(reg.clone(), p.clone(), r.clone(), config)));
-        }
-    }
-    tasks
+    reg.providers.iter().flat_map(|p| start_provider(reg, p, config)).collect()
+}
+
+/// Starts one supervisor task per replica of `p` (a provider of the
+/// config, or a remote method's pool of links).
+pub fn start_provider(reg: &Arc<Registry>, p: &Arc<ProviderState>, config: &ConnectionOptions) -> Vec<tokio::task::JoinHandle<()>> {
+    // A local replica hears `direct` in our HELLO and may report its direct
+    // calls with `hubwire.report` (spec §14.5); a link through NATS reaches
+    // another hub or a replica that is not ours, so it hears nothing of it.
+    let local = !matches!(p.config.launch, crate::config::Launch::Nats(_));
+    p.replicas
+        .iter()
+        .map(|r| {
+            let config = if local { config.clone().advertise_direct(true).service(crate::direct::reports(r)) } else { config.clone() };
+            tokio::spawn(supervise(reg.clone(), p.clone(), r.clone(), config))
+        })
+        .collect()
 }
 
 fn set_phase(reg: &Registry, p: &ProviderState, r: &Replica, phase: Phase) {
@@ -177,9 +185,19 @@ async fn run_once(reg: &Registry, p: &Arc<ProviderState>, r: &Arc<Replica>, conf
             Err(None) => return Ended::Stopping,
             Err(Some(why)) => return Ended::Died { why, ready: false },
         },
+        Launch::Nats(target) => match link(reg, p, r, target).await {
+            Ok((c, at)) => {
+                r.state.lock().unwrap().peer = Some(at);
+                (c, None)
+            }
+            Err(ended) => return ended,
+        },
     };
     let pid = r.state.lock().unwrap().pid.filter(|_| child.is_some());
-    if let Err(why) = reg.register(p, &conn.peer().methods) {
+    // A remote method's link reaches a whole hub: its other methods are
+    // not routed through this pool.
+    let pool = matches!(cfg.launch, Launch::Nats(Target::Method(_)));
+    if let Err(why) = if pool { Ok(()) } else { reg.register(p, &conn.peer().methods) } {
         stop_child(child, pid, Some(&conn), cfg.stop_timeout).await;
         return Ended::Refused(why);
     }
@@ -189,6 +207,9 @@ async fn run_once(reg: &Registry, p: &Arc<ProviderState>, r: &Arc<Replica>, conf
         let mut st = r.state.lock().unwrap();
         st.conn = Some(conn.clone());
         st.phase = Phase::Ready;
+        if !matches!(cfg.launch, Launch::Nats(_)) {
+            st.peer = Some(conn.peer().peer.name.clone());
+        }
     }
     p.changed.notify_waiters();
     reg.changed.notify_waiters();
@@ -210,6 +231,46 @@ async fn run_once(reg: &Registry, p: &Arc<ProviderState>, r: &Arc<Replica>, conf
         return Ended::Stopping;
     }
     Ended::Died { why: join(why, exit), ready: true }
+}
+
+/// Opens a link through the cluster: the connection adopted from the
+/// first call of a remote method, else a new one. A remote method that
+/// nobody offers any more, with no other link ready, ends its pool: its
+/// waiting calls fail `unavailable` at once, the next call asks again.
+async fn link(reg: &Registry, p: &ProviderState, r: &Replica, target: &Target) -> Result<(Connection, String), Ended> {
+    if let Some(c) = r.adopt.lock().unwrap().take() {
+        return Ok(c);
+    }
+    let Some(cluster) = reg.cluster.get() else {
+        return Err(Ended::Died { why: "not connected to the NATS cluster ([nats])".into(), ready: false });
+    };
+    // The replicas the pool's other links reach: a new link should reach
+    // another, so that calls spread and one death fails fewer.
+    let taken: Vec<String> = p
+        .replicas
+        .iter()
+        .filter(|o| o.index != r.index)
+        .filter_map(|o| {
+            let st = o.state.lock().unwrap();
+            st.peer.clone().filter(|_| st.phase == Phase::Ready)
+        })
+        .collect();
+    let why = tokio::select! {
+        r = cluster.open_spread(target, &taken) => match r {
+            Ok(c) => return Ok(c),
+            Err(LinkError::Failed(why)) => why,
+            Err(LinkError::Nobody) => format!("no replica in the cluster offers {}", target.describe()),
+        },
+        _ = reg.stopped() => return Err(Ended::Stopping),
+    };
+    let others_ready = p.replicas.iter().any(|o| o.index != r.index && o.state.lock().unwrap().phase == Phase::Ready);
+    if let (Target::Method(m), false) = (target, others_ready) {
+        if why.starts_with("no replica") {
+            cluster.forget(m);
+            return Err(Ended::Refused(why));
+        }
+    }
+    Err(Ended::Died { why, ready: false })
 }
 
 /// Dials a provider's socket and does the handshake, both within the

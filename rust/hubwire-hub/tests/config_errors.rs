@@ -97,9 +97,19 @@ fn bad_values_are_refused() {
         "health_interval must be more than zero",
     );
     refused(&format!("{HUB}\n[[provider]]\nname = \"a\\\"b\"\nexec = [\"x\"]\n"), 5, "use only letters, digits");
-    refused(&format!("{HUB}\n[[provider]]\nname = \"a\"\ndial = \"tcp:localhost\"\n"), 6, "expected \"unix:PATH\" or \"tcp:HOST:PORT\"");
+    refused(
+        &format!("{HUB}\n[[provider]]\nname = \"a\"\ndial = \"tcp:localhost\"\n"),
+        6,
+        "expected \"unix:PATH\", \"tcp:HOST:PORT\" or \"nats:NAME\"",
+    );
     refused(&format!("{HUB}\n[[provider]]\nname = \"a\"\nexec = [\"x\"]\ndial = \"unix:/x\"\n"), 7, "not both");
-    refused(&format!("{HUB}\n[[provider]]\nname = \"a\"\ndial = \"ftp:x\"\n"), 6, "expected \"unix:PATH\" or \"tcp:HOST:PORT\"");
+    refused(
+        &format!("{HUB}\n[[provider]]\nname = \"a\"\ndial = \"ftp:x\"\n"),
+        6,
+        "expected \"unix:PATH\", \"tcp:HOST:PORT\" or \"nats:NAME\"",
+    );
+    refused(&format!("{HUB}\n[[provider]]\nname = \"a\"\ndial = \"nats:a.b\"\n"), 6, "or \"nats:NAME\"");
+    refused(&format!("{HUB}\n[[provider]]\nname = \"a\"\ndial = \"nats:prov\"\n"), 4, "needs a [nats] section");
     refused("[hub]\nwait = \"fast\"\nunix = \"hub.sock\"\n", 2, "expected \"efficient\" or \"low-latency\"");
     refused("[hub]\nunix = \"hub.sock\"\n[[provider]]\nname = \"a\"\nexec = \"x\"\n", 5, "invalid type");
     refused("[hub\nunix = 1\n", 1, "");

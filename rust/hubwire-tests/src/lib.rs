@@ -4,9 +4,11 @@
 //! transport. The same provider runs in-process (memory, Unix, TCP) and as
 //! a child process (`src/bin/behaviour-provider.rs`), so a case cannot tell
 //! which transport it runs on. [`pki`] makes throwaway certificates for the
-//! TLS transport (here and in the hub's tests).
+//! TLS transport (here and in the hub's tests). [`nats_server`] starts real
+//! `nats-server`s (one, or a cluster on loopback) for the NATS tests.
 
 pub mod harness;
+pub mod nats_server;
 pub mod pki;
 
 use std::collections::HashMap;

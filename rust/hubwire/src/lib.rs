@@ -50,6 +50,7 @@ pub mod direct;
 mod direct_serve;
 mod engine;
 pub mod errors;
+pub mod nats;
 mod one_value;
 mod provider;
 pub mod relay;

@@ -204,8 +204,8 @@ impl Provider {
     /// the calls of every connection that is not a hub's to the hub
     /// (`direct_serve.rs`).
     pub async fn serve(self, listener: impl Listener, options: ConnectionOptions) -> std::io::Result<()> {
-        tracing::info!(listen = %listener.describe(), "serving");
         if options.direct {
+            tracing::info!(listen = %listener.describe(), "serving");
             let (direct, service) = (Arc::new(DirectServe::default()), Arc::new(self) as Arc<dyn Service>);
             let options = direct.options(options, service.clone());
             loop {
@@ -213,21 +213,7 @@ impl Provider {
                 tokio::spawn(direct.clone().serve_accepted(t, options.clone(), service.clone()));
             }
         }
-        let options = options.service(self);
-        loop {
-            let t = transport::accept(&listener).await?;
-            let options = options.clone();
-            tokio::spawn(async move {
-                let label = t.describe();
-                match Connection::start(t, &options, false).await {
-                    Ok(conn) => {
-                        let why = conn.closed().await;
-                        tracing::debug!(peer = %label, "connection ended: {why}");
-                    }
-                    Err(e) => tracing::warn!(peer = %label, "handshake failed: {e}"),
-                }
-            });
-        }
+        accept_loop(listener, options.service(self)).await
     }
 
     /// Serves these methods on one transport, as the acceptor; returns the
@@ -318,5 +304,25 @@ mod tests {
         assert_eq!(here[0], here[1], "inline handlers run in the connection's reader");
         assert_ne!(there, here[0], "an in_task handler does not run in the reader");
         assert_ne!(there, there_again, "each in_task call has its own task");
+    }
+}
+
+/// Accepts connections on `listener` forever, serving `options.service` on
+/// each (`Provider::serve`, and `nats::serve` with its counting service).
+pub(crate) async fn accept_loop(listener: impl Listener, options: ConnectionOptions) -> std::io::Result<()> {
+    tracing::info!(listen = %listener.describe(), "serving");
+    loop {
+        let t = transport::accept(&listener).await?;
+        let options = options.clone();
+        tokio::spawn(async move {
+            let label = t.describe();
+            match Connection::start(t, &options, false).await {
+                Ok(conn) => {
+                    let why = conn.closed().await;
+                    tracing::debug!(peer = %label, "connection ended: {why}");
+                }
+                Err(e) => tracing::warn!(peer = %label, "handshake failed: {e}"),
+            }
+        });
     }
 }

@@ -33,14 +33,25 @@ pub fn start(job: &Job, exe: Option<&Path>) -> io::Result<Box<dyn Target>> {
         sock = sock.display().to_string(),
         peer = peer.display().to_string(),
     );
-    std::fs::write(&config, toml)?;
+    let t0 = Instant::now();
+    let hub = launch(exe, &config, &toml, &sock)?;
+    wait_for_provider(&sock, t0, false)?;
+    let direct = job.transport == crate::model::Transport::HubDirect;
+    let remote = Remote::external(Addr::Unix(sock), Vec::new(), wait, job, direct);
+    Ok(Box::new(Hub { remote, hub, _dir: dir }))
+}
+
+/// Writes `toml` to `config`, starts `hubwire hub` on it and waits (up to
+/// 10 s) for its Unix socket `sock`.
+pub(super) fn launch(exe: &Path, config: &Path, toml: &str, sock: &Path) -> io::Result<Peer> {
+    std::fs::write(config, toml)?;
     // The hub refuses a config others could write, whatever the umask left.
-    std::fs::set_permissions(&config, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+    std::fs::set_permissions(config, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
     // Warnings and errors only: its info lines would break the progress bar.
     let child = Command::new(exe)
         .arg("hub")
         .arg("--config")
-        .arg(&config)
+        .arg(config)
         .env("RUST_LOG", "warn")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
@@ -53,15 +64,14 @@ pub fn start(job: &Job, exe: Option<&Path>) -> io::Result<Box<dyn Target>> {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    wait_for_provider(&sock, t0)?;
-    let direct = job.transport == crate::model::Transport::HubDirect;
-    let remote = Remote::external(Addr::Unix(sock), Vec::new(), wait, job, direct);
-    Ok(Box::new(Hub { remote, hub, _dir: dir }))
+    Ok(hub)
 }
 
-/// Dials the hub until its HELLO offers `echo`: the hub listens before
-/// its providers have finished their own handshakes.
-fn wait_for_provider(sock: &Path, t0: Instant) -> io::Result<()> {
+/// Dials the hub until its HELLO offers `echo` (with `call`: until a
+/// call of `echo` through it is answered, for a method the hub routes to
+/// NATS, which its HELLO does not list): the hub listens before its
+/// providers have finished their own handshakes.
+pub(super) fn wait_for_provider(sock: &Path, t0: Instant, call: bool) -> io::Result<()> {
     let rt = runtime()?;
     loop {
         let offered = rt.block_on(async {
@@ -69,7 +79,10 @@ fn wait_for_provider(sock: &Path, t0: Instant) -> io::Result<()> {
             let conn = hubwire::Connection::dial(t, &hubwire::ConnectionOptions::new("bench-probe"))
                 .await
                 .map_err(|e| io::Error::other(e.to_string()))?;
-            Ok::<_, io::Error>(conn.peer().methods.iter().any(|m| m.name == "echo"))
+            match call {
+                true => Ok::<_, io::Error>(conn.call_raw("echo", bytes::Bytes::from_static(b"probe")).await.is_ok()),
+                false => Ok(conn.peer().methods.iter().any(|m| m.name == "echo")),
+            }
         });
         match offered {
             Ok(true) => return Ok(()),

@@ -14,7 +14,9 @@
 //! that long before its handshake: a slow starter. `--unix PATH` serves on
 //! a Unix socket instead of the parent's descriptor (a dialled provider);
 //! with `--direct` too, it takes the direct path (the hub hands its address
-//! to clients that ask).
+//! to clients that ask). `--nats URL` attaches it straight to NATS instead
+//! (spec §13), as the provider `--name NAME` (default
+//! `hubwire-test-provider`), and prints `nats replica ID` once it listens.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -102,9 +104,23 @@ fn main() {
             Ok(())
         });
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    let config = ConnectionOptions::new("hubwire-test-provider");
+    let config = ConnectionOptions::new(flag("--name").unwrap_or_else(|| "hubwire-test-provider".into()));
     // `--direct`: a dialled provider that takes the direct path (spec §14).
     let config = config.direct(args.iter().any(|a| a == "--direct"));
+    if let Some(url) = flag("--nats") {
+        let served: Result<(), Error> = rt.block_on(async move {
+            let client = hubwire::nats::connect(&url).await?;
+            let replica = hubwire::nats::serve(provider, client, &hubwire::nats::ServeOptions::default(), config).await?;
+            println!("nats replica {}", replica.id());
+            std::future::pending::<()>().await;
+            Ok(())
+        });
+        if let Err(e) = served {
+            eprintln!("error: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if let Some(path) = flag("--unix") {
         let served = rt.block_on(async move {
             let listener = hubwire::transport::unix::UnixListener::bind(&path)?;
