@@ -9,8 +9,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { MessageChannel, Worker } from "node:worker_threads";
-import { child, Connection, messageport, Provider, sharedmemory, tcp, testing, tls, unix, type Transport } from "hubwire";
+import { spawn } from "node:child_process";
+import { connect as natsConnect, nuid } from "nats";
+import { child, Connection, messageport, nats, Provider, sharedmemory, tcp, testing, tls, unix, type Transport } from "hubwire";
 import { behaviourService } from "./fixtures/service.js";
+import { natsServerBinary, startNatsServer, type NatsServer } from "./natsserver.js";
 import { makePki } from "./pki.js";
 
 /** Certificates for the `tls` setup (none without `openssl`: the setup is left out). */
@@ -48,6 +51,41 @@ async function inProcess(listen: (on: (t: Transport) => void) => Promise<{ dial(
     close: async () => {
       conn.close();
       await l.close();
+    },
+  };
+}
+
+/** The one `nats-server` of the NATS setups, started by the first. */
+let natsServer: Promise<NatsServer> | null = null;
+
+/**
+ * The behaviour service in a child process attached to NATS (under a
+ * prefix of its own, so setups never meet), reached by a link to its
+ * `echo` method's subject; a crash is a `kill -9` of that process.
+ */
+async function overNats(): Promise<Setup> {
+  natsServer ??= startNatsServer();
+  const server = await natsServer;
+  const prefix = `t${nuid.next()}`;
+  const proc = spawn(process.execPath, [MAIN], {
+    env: { ...process.env, HUBWIRE_NATS_URL: server.url, HUBWIRE_NATS_PREFIX: prefix },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  await new Promise<void>((resolve, reject) => {
+    proc.once("exit", (c) => reject(new Error(`the NATS provider exited (${c})`)));
+    proc.stdout!.on("data", (b: Buffer) => b.toString().includes("ready") && resolve());
+  });
+  const nc = await natsConnect({ servers: server.url });
+  const link = await nats.dial(nc, { method: "echo" }, { prefix });
+  const conn = await Connection.dial(link, { name: "behaviour-client", service: clientService() });
+  return {
+    conn,
+    logs: [],
+    crash: () => void proc.kill("SIGKILL"),
+    close: async () => {
+      conn.close();
+      proc.kill("SIGKILL");
+      await nc.close();
     },
   };
 }
@@ -113,6 +151,8 @@ export const SETUPS: Record<string, () => Promise<Setup>> = {
       },
     };
   },
+  // Left out where nats-server is not installed (`make deps` installs it).
+  ...(natsServerBinary() === null ? {} : { nats: overNats }),
   sharedmemory: async () => {
     const sab = sharedmemory.buffer(1 << 16);
     const worker = new Worker(MAIN, { workerData: { sab } });
