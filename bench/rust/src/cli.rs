@@ -8,10 +8,11 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
+use hubwire_tests::nats_server::{self, NatsServer};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::machine::{busy_processes, load1, Machine};
-use crate::model::{Job, Mode, System};
+use crate::model::{Job, Mode, System, Transport};
 use crate::report::{compare, markdown, svg};
 use crate::results::{compute_ratios, Results, Row};
 use crate::runner::{pipelined_interleaved, sequential_interleaved, Budget, Measurement};
@@ -55,7 +56,7 @@ pub struct Args {
     /// Only systems whose name contains this (repeatable), e.g. hubwire, floor, tonic.
     #[arg(long = "system", value_name = "NAME")]
     pub system: Vec<String>,
-    /// Only these transports (repeatable): inproc, child, pipe, unix, tcp, hub.
+    /// Only these transports (repeatable): inproc, child, pipe, unix, tcp, hub, nats.
     #[arg(long = "transport", value_name = "NAME")]
     pub transport: Vec<String>,
     /// Only payloads whose name contains this (repeatable).
@@ -128,7 +129,11 @@ fn run(args: Args) -> io::Result<bool> {
     }
     let (profile, budget) = profile(&args);
     let out = out_dir(&args, root.as_deref(), profile);
-    let ctx = context(&args, root.as_deref());
+    let mut ctx = context(&args, root.as_deref());
+    // One local nats-server for every NATS row of the run, killed when the
+    // run ends.
+    let nats_server = jobs.iter().any(|j| j.transport == Transport::Nats).then(NatsServer::start);
+    ctx.nats = nats_server.as_ref().map(NatsServer::url);
     let mut res = new_results(profile, &budget);
     let t0 = Instant::now();
     measure(&mut res, &jobs, &ctx, &budget);
@@ -159,7 +164,13 @@ fn select_jobs(args: &Args, root: Option<&Path>) -> io::Result<(Vec<Scenario>, V
         transports: args.transport.clone(),
         payloads: args.payload.clone(),
     };
-    let jobs = scenario::expand(&scenarios, &payloads, &filter);
+    let mut jobs = scenario::expand(&scenarios, &payloads, &filter);
+    // The NATS rows need Debian's nats-server (`make deps`); without it
+    // they are left out, and the smoke check expects none.
+    if !nats_server::available() && jobs.iter().any(|j| j.transport == Transport::Nats) {
+        eprintln!("hubwire-bench: nats-server not found (`make deps` installs it): the NATS rows are left out");
+        jobs.retain(|j| j.transport != Transport::Nats);
+    }
     Ok((scenarios, jobs))
 }
 
@@ -204,6 +215,7 @@ fn context(args: &Args, root: Option<&Path>) -> Context {
     Context {
         grpc_go: args.grpc_go.clone().or_else(|| in_root(root, "bench/go/bin/grpcbench")).filter(|p| p.exists()),
         hub: args.hub.clone().or_else(|| peer::sibling("hubwire").ok()).filter(|p| p.exists()),
+        nats: None,
     }
 }
 

@@ -71,6 +71,8 @@ pub enum Transport {
     Tcp,
     /// Through the hubwire hub: client → hub → provider (a hub child).
     Hub,
+    /// Through the run's local `nats-server` (`spec/PROTOCOL.md` §13).
+    Nats,
 }
 
 impl Transport {
@@ -83,6 +85,7 @@ impl Transport {
             Transport::Unix => "unix",
             Transport::Tcp => "tcp",
             Transport::Hub => "hub",
+            Transport::Nats => "nats",
         }
     }
 
@@ -130,6 +133,15 @@ pub enum System {
     IpcBytes,
     /// ipc-channel's serde channel (bincode), two processes.
     IpcSerde,
+    /// NATS request-reply with a hand-written async-nats responder: the
+    /// floor of unary calls over NATS.
+    NatsRequestReply,
+    /// A hand-written publish loop (one request, N messages to the
+    /// caller's inbox): the floor of a server stream over NATS.
+    NatsPublishLoop,
+    /// hubwire, efficient: one server-stream call per turn, its items the
+    /// payload (over NATS).
+    HubwireServerStream,
 }
 
 /// Which kind of row a system gives.
@@ -145,7 +157,7 @@ pub enum Role {
 
 impl System {
     /// Every system, in table order.
-    pub const ALL: [System; 15] = [
+    pub const ALL: [System; 18] = [
         System::HubwireEfficient,
         System::HubwireLowLatency,
         System::HubwireStreamEfficient,
@@ -161,6 +173,9 @@ impl System {
         System::GrpcGoStream,
         System::IpcBytes,
         System::IpcSerde,
+        System::NatsRequestReply,
+        System::NatsPublishLoop,
+        System::HubwireServerStream,
     ];
 
     /// The name used in scenario files and tables.
@@ -181,6 +196,9 @@ impl System {
             System::GrpcGoStream => "grpc-go-stream",
             System::IpcBytes => "ipc-bytes",
             System::IpcSerde => "ipc-serde",
+            System::NatsRequestReply => "nats-request-reply",
+            System::NatsPublishLoop => "nats-publish-loop",
+            System::HubwireServerStream => "hubwire-server-stream",
         }
     }
 
@@ -197,10 +215,12 @@ impl System {
     /// hubwire, floor or peer.
     pub fn role(self) -> Role {
         match self {
-            System::HubwireEfficient | System::HubwireLowLatency | System::HubwireStreamEfficient | System::HubwireStreamLowLatency => {
-                Role::Hubwire
-            }
-            System::FloorBlocking | System::FloorSpin => Role::Floor,
+            System::HubwireEfficient
+            | System::HubwireLowLatency
+            | System::HubwireStreamEfficient
+            | System::HubwireStreamLowLatency
+            | System::HubwireServerStream => Role::Hubwire,
+            System::FloorBlocking | System::FloorSpin | System::NatsRequestReply | System::NatsPublishLoop => Role::Floor,
             _ => Role::Peer,
         }
     }
@@ -209,7 +229,7 @@ impl System {
     /// config name it (hubwire's rows only).
     pub fn wait_mode(self) -> Option<&'static str> {
         match self {
-            System::HubwireEfficient | System::HubwireStreamEfficient => Some("efficient"),
+            System::HubwireEfficient | System::HubwireStreamEfficient | System::HubwireServerStream => Some("efficient"),
             System::HubwireLowLatency | System::HubwireStreamLowLatency => Some("low-latency"),
             _ => None,
         }
@@ -232,6 +252,17 @@ impl System {
         use Transport::*;
         let listening = matches!(t, Unix | Tcp);
         let not_parallel = !matches!(m, Mode::Parallel { .. });
+        let pipelined = matches!(m, Mode::Pipelined { .. });
+        // Over NATS run only the NATS rows and hubwire's calls (raw).
+        if t == Nats {
+            return e == Encoding::Raw
+                && not_parallel
+                && match self {
+                    System::HubwireEfficient | System::HubwireLowLatency | System::NatsRequestReply => true,
+                    System::NatsPublishLoop | System::HubwireServerStream => pipelined,
+                    _ => false,
+                };
+        }
         match self {
             System::HubwireEfficient | System::HubwireLowLatency => t != Pipe,
             // The transports of the gRPC streams, and the hub, which relays
@@ -247,6 +278,7 @@ impl System {
             System::TonicStream | System::GrpcGoUnary | System::GrpcGoStream => listening && e == Encoding::Raw && not_parallel,
             System::IpcBytes => t == Unix && e == Encoding::Raw && not_parallel,
             System::IpcSerde => t == Unix && e == Encoding::Msgpack && !p.is_json() && not_parallel,
+            System::NatsRequestReply | System::NatsPublishLoop | System::HubwireServerStream => false,
         }
     }
 }

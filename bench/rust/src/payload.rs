@@ -117,7 +117,7 @@ fn records(size: usize) -> Value {
             "id": i,
             "name": format!("record-{i}"),
             "email": format!("user{i}@example.com"),
-            "active": i % 2 == 0,
+            "active": i.is_multiple_of(2),
             "score": i as f64 * 1.5,
             "tags": ["alpha", "beta", "gamma"],
         });

@@ -13,13 +13,13 @@ use std::path::PathBuf;
 use clap::Parser;
 
 use crate::serve::Listen;
-use crate::systems::{floor, grpc, http, hubwire, ipc, jsonrpc, spawn};
+use crate::systems::{floor, grpc, http, hubwire, ipc, jsonrpc, nats, spawn};
 
 /// bench-peer: the server side of one benchmarked system.
 #[derive(Parser, Debug)]
 #[command(name = "bench-peer")]
 pub struct Args {
-    /// floor, hubwire, http1, tonic, jsonrpc, spawn-echo, ipc-bytes, ipc-serde
+    /// floor, hubwire, http1, tonic, jsonrpc, spawn-echo, ipc-bytes, ipc-serde, nats-echo
     pub system: String,
     /// floor: spin up to 50 µs before blocking.
     #[arg(long)]
@@ -42,6 +42,9 @@ pub struct Args {
     /// ipc-channel: the one-shot server to connect to.
     #[arg(long)]
     pub ipc: Option<String>,
+    /// hubwire, nats-echo: attach to this NATS server (`nats://…`).
+    #[arg(long)]
+    pub nats: Option<String>,
 }
 
 impl Args {
@@ -70,7 +73,20 @@ impl Args {
 /// `bench-peer`'s main.
 pub fn main() {
     let args = Args::parse();
-    let r = match args.system.as_str() {
+    let r = match (args.system.as_str(), args.nats.as_deref()) {
+        ("hubwire", Some(url)) => nats::serve_hubwire(url, &args.wait),
+        ("nats-echo", Some(url)) => nats::serve_floor(url),
+        (system, _) => serve(&args, system),
+    };
+    if let Err(e) = r {
+        eprintln!("bench-peer {}: {e}", args.system);
+        std::process::exit(1);
+    }
+}
+
+/// The systems that listen on a socket or serve their parent.
+fn serve(args: &Args, system: &str) -> io::Result<()> {
+    match system {
         "floor" => args.needs_listen().and_then(|l| floor::serve(l, args.spin)),
         "hubwire" => hubwire::serve(args.listen(), &args.wait),
         "http1" => args.needs_listen().and_then(http::serve),
@@ -80,9 +96,5 @@ pub fn main() {
         "ipc-bytes" => ipc::serve(args.ipc.as_deref(), false),
         "ipc-serde" => ipc::serve(args.ipc.as_deref(), true),
         other => Err(io::Error::other(format!("unknown system {other:?}"))),
-    };
-    if let Err(e) = r {
-        eprintln!("bench-peer {}: {e}", args.system);
-        std::process::exit(1);
     }
 }

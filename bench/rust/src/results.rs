@@ -123,9 +123,12 @@ impl Row {
     }
 }
 
-/// The floor a system is compared with: the spinning one for spinners.
-fn floor_system(system: &str) -> &'static str {
+/// The floor a system is compared with: the spinning one for spinners;
+/// over NATS, NATS's own request-reply (or publish loop, for a stream).
+fn floor_system(system: &str, transport: &str) -> &'static str {
     match System::parse(system) {
+        Some(System::HubwireServerStream) if transport == Transport::Nats.name() => System::NatsPublishLoop.name(),
+        Some(_) if transport == Transport::Nats.name() => System::NatsRequestReply.name(),
         Some(s) if s.spins() => System::FloorSpin.name(),
         _ => System::FloorBlocking.name(),
     }
@@ -158,7 +161,7 @@ pub fn compute_ratios(rows: &mut [Row]) {
             .cloned()
     };
     for r in rows.iter_mut().filter(|r| r.ok()) {
-        let floor = find(r, floor_system(&r.system)).or_else(|| find(r, System::FloorBlocking.name()));
+        let floor = find(r, floor_system(&r.system, &r.transport)).or_else(|| find(r, System::FloorBlocking.name()));
         if let Some(f) = floor {
             r.vs_floor = Some(r.us_per_call / f.us_per_call);
             r.floor = Some(f.key);

@@ -256,5 +256,42 @@ pub fn check(res: &Results) -> Vec<TargetCheck> {
             |a, b| format!("hubwire MessagePack {a:.0} MB/s, ipc-channel serde {b:.0} MB/s"),
         ));
     }
+    out.extend(nats(res));
+    out
+}
+
+/// hubwire over NATS against NATS itself (issue 18), over the run's one
+/// local nats-server: unary calls against request-reply with a
+/// hand-written responder, a server stream against a hand-written
+/// publish loop. No idle-VM figure (the rows are newer).
+fn nats(res: &Results) -> Vec<TargetCheck> {
+    let rr = |scenario: &str, mode: &str| find(res, scenario, "nats-request-reply", "nats", "small", "raw", mode);
+    let mut out = Vec::new();
+    for mode in ["efficient", "low-latency"] {
+        out.push(at_most(
+            &format!("Over NATS, one in flight, {mode}: p50 ≤ 1.3× NATS request-reply's"),
+            find(res, "nats", &format!("hubwire-{mode}"), "nats", "small", "raw", "sequential"),
+            rr("nats", "sequential"),
+            1.3,
+            p50,
+            |a, b| format!("hubwire {a:.1} µs, request-reply {b:.1} µs (p50)"),
+        ));
+        out.push(at_least(
+            &format!("Over NATS, 64 in flight, {mode}: ≥ 80% of NATS request-reply's calls/s"),
+            find(res, "nats_pipelined", &format!("hubwire-{mode}"), "nats", "small", "raw", "window 64"),
+            rr("nats_pipelined", "window 64"),
+            0.8,
+            |r| r.calls_per_s,
+            |a, b| format!("hubwire {:.1} k calls/s, request-reply {:.1} k calls/s", a / 1e3, b / 1e3),
+        ));
+    }
+    out.push(at_least(
+        "Over NATS, a server stream of 1 KiB items: ≥ 80% of a hand-written publish loop's items/s",
+        find(res, "nats_stream", "hubwire-server-stream", "nats", "k1", "raw", "window 64"),
+        find(res, "nats_stream", "nats-publish-loop", "nats", "k1", "raw", "window 64"),
+        0.8,
+        |r| r.calls_per_s,
+        |a, b| format!("hubwire {:.1} k items/s, publish loop {:.1} k items/s", a / 1e3, b / 1e3),
+    ));
     out
 }

@@ -12,6 +12,7 @@ use serde_json::json;
 use hubwire_conformance::case::{self, Role};
 use hubwire_conformance::report::{self, KnownFailing, Outcome, Summary};
 use hubwire_conformance::{pattern, run, testee};
+use hubwire_tests::nats_server::{self, NatsServer};
 
 /// Runs the hubwire conformance suite against an implementation.
 #[derive(Parser, Debug)]
@@ -105,10 +106,17 @@ async fn run(args: Args) -> Result<bool, String> {
     let supported: Vec<String> =
         hello["transports"].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(String::from)).collect();
     let transports: Vec<String> = if args.transports.is_empty() {
-        supported.iter().filter(|t| ["memory", "child", "unix", "tcp"].contains(&t.as_str())).cloned().collect()
+        // NATS runs when the testee speaks it and nats-server is installed.
+        let ours = ["memory", "child", "unix", "tcp", "nats"];
+        supported.iter().filter(|t| ours.contains(&t.as_str()) && (*t != "nats" || nats_server::available())).cloned().collect()
     } else {
         args.transports.clone()
     };
+    // One nats-server for every NATS case of the run, killed at its end.
+    let _nats = transports.iter().any(|t| t == "nats").then(NatsServer::start);
+    if let Some(server) = &_nats {
+        let _ = run::NATS_URL.set(server.url());
+    }
     let roles: Vec<Role> = args
         .roles
         .iter()

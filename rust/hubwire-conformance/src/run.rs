@@ -15,6 +15,22 @@ use crate::peer::{Peer, Read};
 use crate::testee::{Running, Testee};
 
 /// A temporary directory, removed on drop.
+/// The URL of the run's `nats-server`, when the `nats` transport runs.
+pub static NATS_URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// A subject prefix of its own for each case on NATS, so cases never meet.
+fn nats_prefix() -> String {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    format!("conf{}x{}", std::process::id(), N.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+}
+
+/// A `nats://host:port/<prefix>` address for a new case, and a client.
+async fn nats_case() -> Result<(String, async_nats::Client), String> {
+    let url = NATS_URL.get().ok_or("no nats-server in this run")?;
+    let client = hubwire::nats::connect(url).await.map_err(|e| e.to_string())?;
+    Ok((format!("{url}/{}", nats_prefix()), client))
+}
+
 struct TempDir(std::path::PathBuf);
 
 impl TempDir {
@@ -92,8 +108,32 @@ async fn connect(
     wait: Duration,
 ) -> Result<(Peer, Option<String>), String> {
     let io = |e: std::io::Error| e.to_string();
-    match case.role {
-        Role::Provider => {
+    match (case.role, transport) {
+        (Role::Provider, "nats") => {
+            // The testee answers with its replica id; we dial exactly it.
+            let (want, client) = nats_case().await?;
+            r.send(&command(case, json!({"op": "serve", "transport": "nats", "address": want}))).await?;
+            let ev = first_event(r, wait).await?;
+            let id = match ev["event"] == "ready" {
+                true => ev["address"].as_str().unwrap_or_default().to_string(),
+                false => return Err(format!("serve nats: the testee answered {ev}")),
+            };
+            let (_, prefix) = hubwire_testee::nats_address(&want)?;
+            let opts = hubwire::nats::DialOptions { prefix: prefix.into(), ..Default::default() };
+            let (link, _) =
+                hubwire::transport::nats::dial(&client, &hubwire::nats::Target::Replica(id), &opts).await.map_err(|e| e.to_string())?;
+            Ok((Peer::new(Arc::new(link)), None))
+        }
+        (Role::Client, "nats") => {
+            let (address, client) = nats_case().await?;
+            let (_, prefix) = hubwire_testee::nats_address(&address)?;
+            let offer =
+                hubwire::nats::Offer { prefix: prefix.into(), ..hubwire::nats::Offer::new(hubwire_testee::NATS_RUNNER, Vec::new()) };
+            let l = hubwire::nats::NatsListener::bind(client, offer).await.map_err(|e| e.to_string())?;
+            r.send(&command(case, json!({"op": "connect", "transport": "nats", "address": address}))).await?;
+            Ok((Peer::new(transport::accept(&l).await.map_err(io)?), None))
+        }
+        (Role::Provider, _) => {
             let want = match transport {
                 "unix" => dir.0.join("testee.sock").display().to_string(),
                 "tcp" => "127.0.0.1:0".to_string(),
@@ -113,7 +153,7 @@ async fn connect(
             let keep = matches!(transport, "unix" | "tcp").then_some(addr);
             Ok((Peer::new(t), keep))
         }
-        Role::Client => {
+        (Role::Client, _) => {
             let t: DynTransport = match transport {
                 "unix" => {
                     let path = dir.0.join("runner.sock");

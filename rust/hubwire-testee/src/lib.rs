@@ -10,7 +10,7 @@ mod service;
 use std::sync::{Arc, Mutex};
 
 use hubwire::transport::{child, tcp, unix, DynTransport};
-use hubwire::{Connection, ConnectionOptions};
+use hubwire::{Connection, ConnectionOptions, Service};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
@@ -57,7 +57,7 @@ where
         match op {
             "hello" => events.send(json!({
                 "event": "hello", "lang": "rust", "version": env!("CARGO_PKG_VERSION"),
-                "roles": ["client", "provider"], "transports": ["memory", "child", "unix", "tcp"],
+                "roles": ["client", "provider"], "transports": ["memory", "child", "unix", "tcp", "nats"],
             })),
             "serve" => match serve(transport, &address, token(&cmd), &memory, &events).await {
                 Ok(addr) => events.send(json!({"event": "ready", "address": addr})),
@@ -146,6 +146,18 @@ async fn serve(
             tokio::spawn(provider().serve(l, config));
             Ok(addr)
         }
+        "nats" => {
+            // A replica of this provider under the case's prefix; the
+            // runner dials it by its id.
+            let (url, prefix) = nats_address(address)?;
+            let client = hubwire::nats::connect(url).await.map_err(|e| e.to_string())?;
+            let offer =
+                hubwire::nats::Offer { prefix: prefix.into(), ..hubwire::nats::Offer::new(config.name.clone(), provider().methods()) };
+            let l = hubwire::nats::NatsListener::bind(client, offer).await.map_err(|e| e.to_string())?;
+            let id = l.replica().to_string();
+            tokio::spawn(provider().serve(l, config));
+            Ok(id)
+        }
         "child" | "memory" => {
             let t = if transport == "child" { parent()? } else { take(memory)? };
             let config = config.service(provider());
@@ -180,6 +192,24 @@ async fn connect(
         // when it is the one making calls.
         "child" => Connection::start(parent().map_err(unavailable)?, &config, false).await,
         "memory" => Connection::start(take(memory).map_err(unavailable)?, &config, true).await,
+        "nats" => {
+            let (url, prefix) = nats_address(address).map_err(unavailable)?;
+            let client = hubwire::nats::connect(url).await?;
+            let opts = hubwire::nats::DialOptions { prefix: prefix.into(), ..Default::default() };
+            let target = hubwire::nats::Target::Provider(NATS_RUNNER.into());
+            hubwire::nats::dial(&client, &target, &config, &opts).await.map(|(c, _)| c)
+        }
         other => Err(unavailable(format!("unsupported transport {other:?}"))),
     }
+}
+
+/// The provider name the runner listens under on NATS (client role).
+pub const NATS_RUNNER: &str = "runner";
+
+/// A `nats` address of the conformance protocol, `nats://host:port/<prefix>`:
+/// the server's URL and the subject prefix of the case.
+pub fn nats_address(address: &str) -> Result<(&str, &str), String> {
+    let rest = address.strip_prefix("nats://").ok_or_else(|| format!("nats address {address:?} does not start with nats://"))?;
+    let slash = rest.find('/').ok_or_else(|| format!("nats address {address:?} has no /<prefix>"))?;
+    Ok((&address[..7 + slash], &rest[slash + 1..]))
 }

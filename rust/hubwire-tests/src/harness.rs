@@ -23,6 +23,9 @@ pub enum Setup {
     Tls,
     /// The provider as a child process on a socketpair.
     Child,
+    /// A link over a real `nats-server` (`spec/PROTOCOL.md` §13), dialed by
+    /// method; provider in this process.
+    Nats,
 }
 
 /// The provider's side, kept so a case can kill it.
@@ -41,6 +44,8 @@ pub struct Harness {
     /// Lines the child printed on stdout/stderr: (stream, line).
     pub logs: Arc<Mutex<Vec<(String, String)>>>,
     _dir: Option<TempDir>,
+    /// The NATS server of [`Setup::Nats`], and the replica's listener.
+    _nats: Option<(crate::nats_server::NatsServer, transport::nats::NatsListener)>,
 }
 
 /// A temporary directory removed on drop.
@@ -70,6 +75,7 @@ impl Harness {
         let wait = if setup == Setup::UnixLowLatency { WaitMode::low_latency() } else { WaitMode::Efficient };
         let client_cfg = ConnectionOptions::new("behaviour-client").wait(wait);
         let logs = Arc::new(Mutex::new(Vec::new()));
+        let mut nats = None;
         let (client, peer, dir) = match setup {
             Setup::Memory => {
                 let pair = testing::pair_with(crate::provider(), client_cfg, crate::provider_config().wait(wait)).await;
@@ -122,8 +128,23 @@ impl Harness {
                 let c = Connection::dial(t, &client_cfg).await.unwrap();
                 (c, Peer::Child(proc_), None)
             }
+            Setup::Nats => {
+                use transport::nats;
+                let server_cfg = crate::provider_config().wait(wait).service(crate::provider());
+                let server = crate::nats_server::NatsServer::start();
+                let (a, b) = (nats::connect(&server.url()).await.unwrap(), nats::connect(&server.url()).await.unwrap());
+                let offer = nats::Offer::new("behaviour", hubwire::Service::methods(&crate::provider()));
+                let listener = nats::NatsListener::bind(a, offer).await.unwrap();
+                let target = nats::Target::Method("echo".into());
+                let (c, s) = tokio::join!(
+                    async { Connection::dial(nats::dial(&b, &target, &Default::default()).await.unwrap().0, &client_cfg).await },
+                    async { Connection::start(transport::accept(&listener).await.unwrap(), &server_cfg, false).await }
+                );
+                nats = Some((server, listener));
+                (c.unwrap(), Peer::InProcess(Some(s.unwrap())), None)
+            }
         };
-        Harness { client, setup, peer, logs, _dir: dir }
+        Harness { client, setup, peer, logs, _dir: dir, _nats: nats }
     }
 
     /// A token unique to this harness: in-process providers share one

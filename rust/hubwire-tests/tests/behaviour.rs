@@ -351,6 +351,7 @@ macro_rules! suite {
         transport_suite!(tcp, Setup::Tcp, [$($case),*]);
         transport_suite!(tls, Setup::Tls, [$($case),*]);
         transport_suite!(child, Setup::Child, [$($case),*]);
+        transport_suite!(nats, Setup::Nats, [$($case),*]);
     };
 }
 

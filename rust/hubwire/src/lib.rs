@@ -46,6 +46,7 @@ mod connection;
 mod context;
 mod engine;
 pub mod errors;
+pub mod nats;
 mod one_value;
 mod provider;
 pub mod relay;

@@ -184,22 +184,7 @@ impl Provider {
     /// each. A connection that fails its handshake is logged and dropped;
     /// the others go on.
     pub async fn serve(self, listener: impl Listener, options: ConnectionOptions) -> std::io::Result<()> {
-        let options = options.service(self);
-        tracing::info!(listen = %listener.describe(), "serving");
-        loop {
-            let t = transport::accept(&listener).await?;
-            let options = options.clone();
-            tokio::spawn(async move {
-                let label = t.describe();
-                match Connection::start(t, &options, false).await {
-                    Ok(conn) => {
-                        let why = conn.closed().await;
-                        tracing::debug!(peer = %label, "connection ended: {why}");
-                    }
-                    Err(e) => tracing::warn!(peer = %label, "handshake failed: {e}"),
-                }
-            });
-        }
+        accept_loop(listener, options.service(self)).await
     }
 
     /// Serves these methods on one transport, as the acceptor; returns the
@@ -240,5 +225,25 @@ impl Service for Provider {
             return Err(Error::invalid_argument(format!("method {:?} is {is}, called as {asked}", call.method())));
         }
         (m.handler)(call.context_named(m.name.clone()), call)
+    }
+}
+
+/// Accepts connections on `listener` forever, serving `options.service` on
+/// each (`Provider::serve`, and `nats::serve` with its counting service).
+pub(crate) async fn accept_loop(listener: impl Listener, options: ConnectionOptions) -> std::io::Result<()> {
+    tracing::info!(listen = %listener.describe(), "serving");
+    loop {
+        let t = transport::accept(&listener).await?;
+        let options = options.clone();
+        tokio::spawn(async move {
+            let label = t.describe();
+            match Connection::start(t, &options, false).await {
+                Ok(conn) => {
+                    let why = conn.closed().await;
+                    tracing::debug!(peer = %label, "connection ended: {why}");
+                }
+                Err(e) => tracing::warn!(peer = %label, "handshake failed: {e}"),
+            }
+        });
     }
 }

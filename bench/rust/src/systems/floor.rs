@@ -30,7 +30,9 @@ pub fn start(job: &Job, spin: bool) -> io::Result<Box<dyn Target>> {
             Box::new(PerChild { args, pipe: job.transport == Transport::Pipe, spin, payload, children: Children::default() })
         }
         Transport::Inproc => Box::new(InProc { spin, payload }),
-        Transport::Hub => return Err(io::Error::other("the floor does not go through the hub")),
+        Transport::Hub | Transport::Nats => {
+            return Err(io::Error::other(format!("the socket floor does not go through {}", job.transport.name())))
+        }
     })
 }
 

@@ -30,6 +30,14 @@ pub fn provider() -> Provider {
         .unary("echo", |_ctx, x: Raw| async move { Ok(x) })
         .unary("echo_doc", |_ctx, x: Value| async move { Ok(x) })
         .unary("echo_msg", |_ctx, x: Msg| async move { Ok(x) })
+        // `hubwire-server-stream` (over NATS): the item, n times.
+        .server_stream("repeat", |_ctx, (n, item): (u64, serde_bytes::ByteBuf), sink: ItemSink<Raw>| async move {
+            let item = Raw(bytes::Bytes::from(item.into_vec()));
+            for _ in 0..n {
+                sink.send(&item).await?;
+            }
+            Ok(())
+        })
         .bidi("echo_stream", |_ctx, mut items: ItemStream<Raw>, sink: ItemSink<Raw>| async move {
             while let Some(x) = items.next().await? {
                 sink.send(&x).await?;
@@ -197,10 +205,10 @@ impl Target for InProc {
     }
 }
 
-/// One connection's client side, on the runtime it was dialled on; with
+/// One connection's client side (also over NATS), on the runtime it was dialled on; with
 /// `stream`, its calls are items on one `echo_stream` call opened here
 /// (raw items only: the stream systems run only raw).
-fn client(
+pub fn client(
     rt: tokio::runtime::Runtime,
     conn: Connection,
     payload: &Arc<Payload>,

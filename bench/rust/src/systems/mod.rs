@@ -15,6 +15,7 @@ pub mod hub;
 pub mod hubwire;
 pub mod ipc;
 pub mod jsonrpc;
+pub mod nats;
 pub mod spawn;
 
 use std::io;
@@ -30,12 +31,18 @@ pub struct Context {
     pub grpc_go: Option<PathBuf>,
     /// The `hubwire` executable (for the hub rows), if found.
     pub hub: Option<PathBuf>,
+    /// The URL of the run's local `nats-server` (for the NATS rows), if one
+    /// was started.
+    pub nats: Option<String>,
 }
 
 /// Starts the server side of `job`'s system.
 pub fn start(job: &Job, ctx: &Context) -> io::Result<Box<dyn Target>> {
     if job.transport == Transport::Hub {
         return hub::start(job, ctx.hub.as_deref());
+    }
+    if job.transport == Transport::Nats {
+        return nats::start(job, ctx.nats.as_deref());
     }
     match job.system {
         System::HubwireEfficient | System::HubwireLowLatency | System::HubwireStreamEfficient | System::HubwireStreamLowLatency => {
@@ -52,5 +59,8 @@ pub fn start(job: &Job, ctx: &Context) -> io::Result<Box<dyn Target>> {
         System::GrpcGoStream => grpc_go::start(job, ctx.grpc_go.as_deref(), true),
         System::IpcBytes => ipc::start(job, false),
         System::IpcSerde => ipc::start(job, true),
+        System::NatsRequestReply | System::NatsPublishLoop | System::HubwireServerStream => {
+            Err(io::Error::other(format!("{} runs only over NATS", job.system.name())))
+        }
     }
 }

@@ -14,6 +14,7 @@
 //! | [`unix`] | a Unix socket path | [`memory`] |
 //! | [`tcp`] | `host:port` | [`memory`] |
 //! | [`tls`] | `host:port`, encrypted (rustls) | [`memory`] |
+//! | [`nats`] | a method, provider or replica through a NATS server (§13) | [`memory`] |
 //!
 //! [`fd`] is the one implementation behind `child`, `unix` and `tcp`;
 //! [`tls`] reads and writes the same kind of socket through rustls.
@@ -21,6 +22,7 @@
 pub mod child;
 pub mod fd;
 pub mod memory;
+pub mod nats;
 pub mod tcp;
 pub mod tls;
 pub mod unix;

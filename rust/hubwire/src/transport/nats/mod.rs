@@ -1,0 +1,82 @@
+//! hubwire over NATS (`spec/PROTOCOL.md` §13): a connection is a *link*, a
+//! byte stream carried by NATS messages between two subjects, so the
+//! engine runs over it unchanged.
+//!
+//! * [`dial`]: open a link to some replica offering a method, to a
+//!   provider, or to one replica; give the [`NatsLink`] to
+//!   `Connection::dial`.
+//! * [`NatsListener`]: a replica's side, a [`Listener`](super::Listener)
+//!   that subscribes the connect subjects in the queue group `hubwire` and
+//!   answers the NATS micro discovery subjects (`$SRV.*`), so
+//!   `Provider::serve` serves NATS like a socket.
+//! * [`wire`]: the bytes (subject tokens, the 5-byte message header,
+//!   connect bodies), pure.
+//! * `link` is the transport, `ticker` the heartbeats and the silence
+//!   limit of every link in the process.
+
+mod dial;
+mod link;
+mod listener;
+mod ticker;
+pub mod wire;
+
+use std::fmt;
+
+pub use async_nats;
+pub use dial::{dial, DialOptions, LinkInfo};
+use hubwire_frame::Code;
+pub use link::NatsLink;
+pub use listener::{CallCounts, NatsListener, Offer};
+pub use ticker::{DEAD_AFTER_MS, HEARTBEAT_MS};
+pub use wire::Target;
+
+/// Messages a link holds unread before the NATS client drops the next one
+/// (and the link breaks at the gap, §13.6): the client's per-subscription
+/// capacity, which [`connect`] sets.
+pub const LINK_PENDING: usize = 8192;
+
+/// A failure to dial, listen or connect, with its status code
+/// (`unavailable` for nobody there, a replica's refusal's own code).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NatsError {
+    /// The status code.
+    pub code: Code,
+    /// What went wrong.
+    pub message: String,
+}
+
+impl NatsError {
+    /// An error with `code`.
+    pub fn new(code: Code, message: impl Into<String>) -> NatsError {
+        NatsError { code, message: message.into() }
+    }
+}
+
+impl fmt::Display for NatsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code.name(), self.message)
+    }
+}
+
+impl std::error::Error for NatsError {}
+
+/// Connects to a NATS server (or a comma-separated list of a cluster's
+/// nodes) with the link's bound on unread messages.
+pub async fn connect(url: &str) -> Result<async_nats::Client, NatsError> {
+    connect_with(url, async_nats::ConnectOptions::new()).await
+}
+
+/// Like [`connect`], with NATS's own options (credentials, TLS, name); the
+/// subscription capacity is set to [`LINK_PENDING`].
+pub async fn connect_with(url: &str, options: async_nats::ConnectOptions) -> Result<async_nats::Client, NatsError> {
+    let addrs: Vec<async_nats::ServerAddr> = url
+        .split(',')
+        .map(|u| u.trim().parse())
+        .collect::<Result<_, _>>()
+        .map_err(|e| NatsError::new(Code::InvalidArgument, format!("NATS URL {url:?}: {e}")))?;
+    options
+        .subscription_capacity(LINK_PENDING)
+        .connect(addrs)
+        .await
+        .map_err(|e| NatsError::new(Code::Unavailable, format!("connect to NATS at {url}: {e}")))
+}
