@@ -13,8 +13,7 @@
  */
 
 import type { Msg } from "nats";
-import type { MethodInfo } from "../hello.js";
-import { SDK_VERSION } from "../connection.js";
+import { SDK_VERSION, type MethodInfo } from "../hello.js";
 import { connectSubject, QUEUE_GROUP, serviceName, token } from "./natssubjects.js";
 
 /** What a replica serves, as discovery describes it: a `Provider` fits. */
