@@ -47,7 +47,7 @@ describe("nats vectors (spec/vectors/nats.json)", () => {
   });
 
   it("builds connect subjects and micro service names", () => {
-    for (const v of vectors.subjects) assert.equal(nats.connectSubject(v.prefix, { [v.target]: v.value } as nats.NatsTarget), v.subject, v.name);
+    for (const v of vectors.subjects) assert.equal(nats.connectSubject(v.prefix, { [v.target]: v.value } as nats.Target), v.subject, v.name);
     for (const v of vectors.services) assert.equal(nats.serviceName(v.provider), v.service, v.name);
   });
 
@@ -134,7 +134,7 @@ describe("nats against a real nats-server", { skip: natsServerBinary() === null 
     const p = tsProvider("calc one");
     const listener = await nats.listen(nc, p, { prefix });
     void p.serve(listener);
-    for (const target of [{ method: "math.add" }, { provider: "calc one" }, { replica: listener.replica }] as nats.NatsTarget[]) {
+    for (const target of [{ method: "math.add" }, { provider: "calc one" }, { replica: listener.replica }] as nats.Target[]) {
       const link = await nats.dial(nc, target, { prefix, peer: "test" });
       assert.equal(link.replica, listener.replica);
       assert.equal(link.provider, "calc one");

@@ -31,7 +31,7 @@ import {
   validSubject,
   type ConnectReply,
   type ConnectRequest,
-  type NatsTarget,
+  type Target,
 } from "./natssubjects.js";
 
 export { NatsLink } from "./natslink.js";
@@ -57,7 +57,7 @@ export interface DialOptions {
 }
 
 /** How {@link dial} names what it was asked to reach, in errors. */
-function describeTarget(target: NatsTarget): string {
+function describeTarget(target: Target): string {
   if ("method" in target) return `method ${JSON.stringify(target.method)}`;
   if ("provider" in target) return `provider ${JSON.stringify(target.provider)}`;
   return `replica ${JSON.stringify(target.replica)}`;
@@ -71,7 +71,7 @@ function describeTarget(target: NatsTarget): string {
  * responders) and after the connect timeout when no replica answers; the
  * replica's code when it refuses.
  */
-export async function dial(nc: NatsConnection, target: NatsTarget, options: DialOptions = {}): Promise<NatsLink> {
+export async function dial(nc: NatsConnection, target: Target, options: DialOptions = {}): Promise<NatsLink> {
   const subject = connectSubject(options.prefix ?? DEFAULT_PREFIX, target);
   const what = describeTarget(target);
   const timeout = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;

@@ -48,10 +48,10 @@ export function untoken(tok: string): string {
 }
 
 /** What a dial reaches: some replica offering a method, some replica of a provider, or one replica. */
-export type NatsTarget = { method: string } | { provider: string } | { replica: string };
+export type Target = { method: string } | { provider: string } | { replica: string };
 
 /** The connect subject of `target` under `prefix` (§13.1): `P.m.<token>`, `P.p.<token>` or `P.r.<id>`. */
-export function connectSubject(prefix: string, target: NatsTarget): string {
+export function connectSubject(prefix: string, target: Target): string {
   if ("method" in target) return `${prefix}.m.${token(target.method)}`;
   if ("provider" in target) return `${prefix}.p.${token(target.provider)}`;
   return `${prefix}.r.${target.replica}`;
