@@ -213,6 +213,23 @@ describe("nats against a real nats-server", { skip: natsServerBinary() === null 
     await close();
   });
 
+  it("does not take a blocked event loop for a silent peer", async () => {
+    const prefix = `t${nuid.next()}`;
+    // Both ends in this process: a handler that blocks the loop past the silence limit stalls both.
+    const p = new Provider("busy").unary("block", (ms: number) => {
+      const until = Date.now() + ms;
+      while (Date.now() < until);
+      return ms;
+    });
+    const listener = await nats.listen(nc, p, { prefix });
+    void p.serve(listener);
+    const conn = await Connection.dial(await nats.dial(nc, { method: "block" }, { prefix }));
+    assert.equal(await conn.call("block", 1500), 1500);
+    assert.equal(await conn.call("block", 0), 0);
+    conn.close();
+    await listener.close();
+  });
+
   it("answers $SRV PING, INFO and STATS as a micro service", async () => {
     const prefix = `t${nuid.next()}`;
     const p = tsProvider("math.svc");

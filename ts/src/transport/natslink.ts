@@ -103,6 +103,7 @@ const now = (): number => performance.now();
 class LinkSet {
   readonly links = new Set<NatsLink>();
   private timer: ReturnType<typeof setInterval> | null = null;
+  private lastTick = now();
 
   constructor(nc: NatsConnection) {
     void (async () => {
@@ -116,6 +117,7 @@ class LinkSet {
   add(link: NatsLink): void {
     this.links.add(link);
     if (this.timer === null) {
+      this.lastTick = now();
       this.timer = setInterval(() => this.tick(), TICK_MS);
       // The NATS connection, not this timer, keeps a process alive.
       this.timer.unref?.();
@@ -132,7 +134,12 @@ class LinkSet {
 
   private tick(): void {
     const t = now();
-    for (const link of this.links) link.tick(t);
+    // A late tick means the event loop was blocked (a busy handler): what
+    // the peers sent meanwhile may still wait unread in the socket, and
+    // timers run before I/O, so the stall is not counted as silence.
+    const stalled = Math.max(0, t - this.lastTick - 2 * TICK_MS);
+    this.lastTick = t;
+    for (const link of this.links) link.tick(t, stalled);
   }
 
   private breakAll(reason: string): void {
@@ -275,9 +282,10 @@ export class NatsLink implements Transport {
     this.release(true);
   }
 
-  /** @internal Heartbeat and silence, checked by the link set's timer. */
-  tick(t: number): void {
+  /** @internal Heartbeat and silence, checked by the link set's timer (`stalled`: ms the event loop was blocked since the last tick). */
+  tick(t: number, stalled: number): void {
     if (this.released || this.out === null) return;
+    this.lastHeard += stalled;
     if (t - this.lastHeard >= SILENCE_MS) return this.broken(`nats link: peer silent for ${SILENCE_MS / 1000} s`);
     if (t - this.lastSent >= HEARTBEAT_MS - TICK_MS) this.publish(encodeLinkMessage("heartbeat", this.sendSeq));
   }
