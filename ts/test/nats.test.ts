@@ -20,23 +20,13 @@ import { connect as natsConnect, createInbox, nuid, type NatsConnection } from "
 import { Connection, HubwireError, nats, Provider } from "hubwire";
 import { checkSeq, encodeLinkMessage, parseLinkMessage, type LinkKindName } from "../src/transport/natslink.js";
 import { natsServerBinary, startNatsServer, type NatsServer } from "./natsserver.js";
+import { rejects } from "./rejects.js";
 
 const ROOT = fileURLToPath(new URL("../../..", import.meta.url));
 const vectors = JSON.parse(readFileSync(join(ROOT, "spec/vectors/nats.json"), "utf8"));
 const hex = (b: Uint8Array) => Buffer.from(b).toString("hex");
 const unhex = (s: string) => new Uint8Array(Buffer.from(s, "hex"));
 const utf8 = new TextEncoder();
-
-async function rejects(p: Promise<unknown>, code: string): Promise<HubwireError> {
-  try {
-    await p;
-  } catch (e) {
-    assert.ok(e instanceof HubwireError, `expected a HubwireError, got ${e}`);
-    assert.equal(e.code, code, e.message);
-    return e;
-  }
-  assert.fail(`expected ${code}, it succeeded`);
-}
 
 describe("nats vectors (spec/vectors/nats.json)", () => {
   it("encodes and decodes subject tokens", () => {

@@ -19,7 +19,8 @@ import { createInbox, ErrorCode, nuid, type NatsConnection, type NatsError, type
 import { CODES, type CodeName } from "../codes.js";
 import { HubwireError } from "../errors.js";
 import type { MethodInfo } from "../hello.js";
-import type { Listener, OnTransport, Transport } from "./index.js";
+import { Backlog } from "./backlog.js";
+import type { Listener, OnTransport } from "./index.js";
 import { NatsLink } from "./natslink.js";
 import { Discovery, type ServiceSource } from "./natsdiscovery.js";
 import {
@@ -159,11 +160,8 @@ export async function listen(nc: NatsConnection, source: ServiceSource, options:
   const discovery = new Discovery(source, replica, prefix, methods, options.version);
   const subs: Subscription[] = [];
   const open = new Set<NatsLink>();
-  let onTransport: OnTransport | null = null;
-  let waiting: Transport[] = [];
+  const backlog = new Backlog();
   let closing = false;
-  let resolveClosed!: () => void;
-  const closed = new Promise<void>((r) => (resolveClosed = r));
 
   /** One connect request on endpoint `ep` (an index of the discovery's endpoints). */
   const connect = (ep: number, msg: Msg): void => {
@@ -179,8 +177,7 @@ export async function listen(nc: NatsConnection, source: ServiceSource, options:
       reply = { hubwire: LINK_VERSION, link: link.inbox, replica, provider: source.name };
       discovery.answered(ep, false);
       msg.respond(utf8.encode(JSON.stringify(reply)));
-      if (onTransport !== null) onTransport(link);
-      else waiting.push(link);
+      backlog.push(link);
       return;
     } catch (e) {
       const err = e instanceof HubwireError ? e : new HubwireError("internal", String(e));
@@ -202,22 +199,14 @@ export async function listen(nc: NatsConnection, source: ServiceSource, options:
   return {
     replica,
     address: `nats:${prefix}.r.${replica}`,
-    accept(callback: OnTransport): Promise<void> {
-      if (onTransport !== null) throw new Error("this listener already hands its connections to a callback");
-      onTransport = callback;
-      const early = waiting;
-      waiting = [];
-      for (const t of early) callback(t);
-      return closed;
-    },
+    accept: (callback: OnTransport) => backlog.accept(callback),
     async close(): Promise<void> {
-      if (closing) return closed;
-      closing = true;
-      for (const s of subs) s.unsubscribe();
-      for (const t of waiting) t.close();
-      waiting = [];
-      resolveClosed();
-      return closed;
+      if (!closing) {
+        closing = true;
+        for (const s of subs) s.unsubscribe();
+        backlog.close();
+      }
+      return backlog.closed;
     },
   };
 }
