@@ -1,5 +1,5 @@
 /**
- * One behaviour suite, run on every transport (memory, Unix socket, TCP,
+ * One behaviour suite, run on every transport (memory, Unix socket, TCP, TLS, NATS,
  * child process, worker thread over a MessagePort): every call kind both
  * ways, failures vs defects, cancellation and deadlines seen by the
  * handler, flow control bounding a fast producer, many calls in flight,

@@ -93,11 +93,11 @@ export async function dial(nc: NatsConnection, target: Target, options: DialOpti
     const code = (reply.error.code in CODES ? reply.error.code : "unavailable") as CodeName;
     throw new HubwireError(code, `${what} on NATS refused the link: ${reply.error.message}`);
   }
-  if (typeof reply.link !== "string" || !validSubject(reply.link)) {
+  if (typeof reply.link !== "string" || !validSubject(reply.link) || typeof reply.replica !== "string") {
     link.close();
-    throw new HubwireError("protocol_error", `${what} on NATS answered without a valid "link" subject`);
+    throw new HubwireError("protocol_error", `${what} on NATS answered without a valid "link" subject or a "replica"`);
   }
-  link.replica = typeof reply.replica === "string" ? reply.replica : "";
+  link.replica = reply.replica;
   link.provider = typeof reply.provider === "string" ? reply.provider : "";
   link.connected(reply.link);
   return link;

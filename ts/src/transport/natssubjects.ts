@@ -83,7 +83,7 @@ export function parseConnectRequest(body: Uint8Array): ConnectRequest {
   }
   if (typeof v !== "object" || v === null || Array.isArray(v)) throw new HubwireError("protocol_error", "connect request is not a JSON object");
   const o = v as Record<string, unknown>;
-  if (typeof o.hubwire !== "number") throw new HubwireError("protocol_error", "connect request has no \"hubwire\" version");
+  if (!Number.isInteger(o.hubwire) || (o.hubwire as number) < 0) throw new HubwireError("protocol_error", "connect request has no \"hubwire\" version");
   if (o.hubwire !== LINK_VERSION) {
     throw new HubwireError("unsupported_version", `link protocol ${String(o.hubwire)} not spoken; this replica speaks ${LINK_VERSION}`);
   }
