@@ -203,6 +203,26 @@ describe("nats against a real nats-server", { skip: natsServerBinary() === null 
     await close();
   });
 
+  it("bounds what a dialer keeps before its connection reads: a flood breaks the link", async () => {
+    // A hand-written acceptor that floods the dialer's subject right after its reply.
+    const prefix = `t${nuid.next()}`;
+    const a = createInbox();
+    const sub = nc.subscribe(`${prefix}.m.flood`, {
+      callback: (_e, msg) => {
+        const d = JSON.parse(new TextDecoder().decode(msg.data)).link;
+        msg.respond(utf8.encode(JSON.stringify({ hubwire: 1, link: a, replica: "flooder", provider: "flooder" })));
+        const chunk = new Uint8Array(60_000);
+        for (let seq = 0; seq < 40; seq++) nc.publish(d, encodeLinkMessage("data", seq, chunk));
+      },
+    });
+    const closed = nextMessage(nc, a, kindIs(3));
+    const link = await nats.dial(nc, { method: "flood" }, { prefix });
+    await closed;
+    const e = await rejects(Connection.dial(link), "unavailable");
+    assert.match(e.message, /before the connection started reading/);
+    sub.unsubscribe();
+  });
+
   it("does not take a blocked event loop for a silent peer", async () => {
     const prefix = `t${nuid.next()}`;
     // Both ends in this process: a handler that blocks the loop past the silence limit stalls both.

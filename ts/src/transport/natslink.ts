@@ -35,11 +35,13 @@ export const SILENCE_MS = 1000;
  */
 const TICK_MS = 50;
 /**
- * Messages a dialer keeps before its connection starts reading (its
- * HELLO exchange is a few); past that the link breaks, so a peer that
- * floods a link nobody reads yet costs bounded memory.
+ * Bytes a dialer keeps before its connection starts reading. Until our
+ * HELLO goes out a well-behaved acceptor sends nothing but heartbeats
+ * (it answers HELLO with HELLO, §4), so this is generous; past it the
+ * link breaks, so a peer that floods a link nobody reads yet costs
+ * bounded memory.
  */
-export const EARLY_MAX = 8192;
+export const EARLY_MAX = 1 << 20;
 
 /** One link message, parsed. */
 export interface LinkMessage {
@@ -175,7 +177,7 @@ export class NatsLink implements Transport {
   private sink: TransportSink | null = null;
   /** DATA that arrived before `start`, in order. */
   private early: Uint8Array[] = [];
-  private earlyCount = 0;
+  private earlyBytes = 0;
   /** Why the stream ended for our reader, once it has (told to the sink on `start` if it had not started). */
   private ended: string | null = null;
   private sendSeq = 0;
@@ -250,7 +252,7 @@ export class NatsLink implements Transport {
       case "data":
         if (this.gotEnd) return this.broken("nats link: DATA after END");
         if (this.sink !== null) this.sink.onData(parsed.data);
-        else if (++this.earlyCount > EARLY_MAX) this.broken(`nats link: over ${EARLY_MAX} messages before the connection started reading`);
+        else if ((this.earlyBytes += parsed.data.length) > EARLY_MAX) this.broken(`nats link: over ${EARLY_MAX} bytes before the connection started reading`);
         else this.early.push(parsed.data);
         return;
       case "heartbeat":
