@@ -119,6 +119,28 @@ describe("nats against a real nats-server", { skip: natsServerBinary() === null 
     assert.match(e.message, /\.m\.nobody~2ehere/);
   });
 
+  it("fails a dial on a closed NATS connection unavailable", async () => {
+    const closed = await natsConnect({ servers: server.url });
+    await closed.close();
+    const e = await rejects(nats.dial(closed, { method: "echo" }), "unavailable");
+    assert.match(e.message, /cannot reach method "echo" on NATS/);
+  });
+
+  it("breaks every link of a NATS connection that is closed, failing their calls unavailable", async () => {
+    const prefix = `t${nuid.next()}`;
+    const p = tsProvider("slow");
+    const listener = await nats.listen(nc, p, { prefix });
+    void p.serve(listener);
+    const own = await natsConnect({ servers: server.url });
+    const conn = await Connection.dial(await nats.dial(own, { method: "sleep" }, { prefix }));
+    const call = conn.call("sleep", 30_000);
+    await conn.callRaw("echo", new Uint8Array([1]));
+    await own.close();
+    const e = await rejects(call, "unavailable");
+    assert.match(e.message, /NATS connection was closed/);
+    await listener.close();
+  });
+
   it("reaches a provider by method, provider name and replica id; a closed listener no more", async () => {
     const prefix = `t${nuid.next()}`;
     const p = tsProvider("calc one");

@@ -77,7 +77,13 @@ export async function dial(nc: NatsConnection, target: Target, options: DialOpti
   const what = describeTarget(target);
   const timeout = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
   // Subscribed before anything is sent: the replica may publish before its reply arrives.
-  const link = new NatsLink(nc, createInbox(), null, `nats:${subject}`);
+  let link: NatsLink;
+  try {
+    link = new NatsLink(nc, createInbox(), null, `nats:${subject}`);
+  } catch (e) {
+    // The NATS connection is closed (or draining): nothing can be reached.
+    throw dialError(e, what, subject, timeout);
+  }
   const body: ConnectRequest = { hubwire: LINK_VERSION, link: link.inbox };
   if (options.peer !== undefined) body.peer = options.peer;
   let reply: ConnectReply;
