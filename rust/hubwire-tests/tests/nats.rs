@@ -250,12 +250,13 @@ async fn a_replica_answers_srv_discovery_with_its_methods_and_calls() {
         assert_eq!(add["metadata"]["hubwire.kind"], "unary");
         let count = endpoints.iter().find(|e| e["metadata"]["hubwire.method"] == "count").unwrap();
         assert_eq!(count["metadata"]["hubwire.kind"], "server_stream");
-        assert!(endpoints.iter().any(|e| e["name"] == "~replica" && e["subject"] == format!("hubwire.r.{}", replica.id())));
+        assert!(endpoints.iter().any(|e| e["name"] == "-replica" && e["subject"] == format!("hubwire.r.{}", replica.id())));
         let stats = ask("$SRV.STATS.behaviour".into()).await;
         assert_eq!(stats["type"], "io.nats.micro.v1.stats_response");
         let add = stats["endpoints"].as_array().unwrap().iter().find(|e| e["name"] == "add").unwrap().clone();
         assert_eq!(add["data"]["calls"], 3);
-        let provider = stats["endpoints"].as_array().unwrap().iter().find(|e| e["name"] == "~provider").unwrap().clone();
+        let provider =
+            stats["endpoints"].as_array().unwrap().iter().find(|e| e["name"] == "-provider").unwrap_or_else(|| panic!("{stats}")).clone();
         assert_eq!(provider["num_requests"], 1, "one link opened by provider name");
         // A stopped replica is gone from discovery and from dialing.
         replica.stop();

@@ -102,7 +102,7 @@ impl NatsListener {
             .description(format!("hubwire provider {}", offer.provider))
             .metadata(meta)
             .queue_group(QUEUE_GROUP)
-            // `~provider` and `~replica` are no method's token (§13.7).
+            // `-provider` and `-replica` are no method's token (§13.7).
             .stats_handler(move |endpoint: String, _| match wire::untoken(&endpoint) {
                 Some(method) => serde_json::json!({ "calls": stats_calls.get(&method) }),
                 None => serde_json::Value::Null,
@@ -122,11 +122,11 @@ impl NatsListener {
             add(wire::token(&m.name), subject, vec![("hubwire.method", m.name.clone()), ("hubwire.kind", m.kind.name().to_string())]);
         }
         add(
-            "~provider".into(),
+            "-provider".into(),
             Target::Provider(offer.provider.clone()).subject(&offer.prefix),
             vec![("hubwire.connect", "provider".into())],
         );
-        add("~replica".into(), Target::Replica(replica.clone()).subject(&offer.prefix), vec![("hubwire.connect", "replica".into())]);
+        add("-replica".into(), Target::Replica(replica.clone()).subject(&offer.prefix), vec![("hubwire.connect", "replica".into())]);
         let mut streams = Vec::new();
         for e in endpoints {
             streams.push(e.await.map_err(|e| fail("subscribe a connect subject", &e))?);

@@ -17,33 +17,37 @@ pub const HEADER_LEN: usize = 5;
 
 /// Whether `b` stays itself in a subject token (§13.1).
 fn plain(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
+    b.is_ascii_alphanumeric() || b == b'_'
 }
 
-/// A method or provider name as one subject token: ASCII letters, digits,
-/// `_` and `-` stay; every other byte of the UTF-8 becomes `~` and two
-/// lowercase hex digits (§13.1).
+/// The escape of a token: `-` and two lowercase hex digits.
+const ESCAPE: u8 = b'-';
+
+/// A method or provider name as one subject token: ASCII letters, digits
+/// and `_` stay; every other byte of the UTF-8 (`-` included) becomes `-`
+/// and two lowercase hex digits (§13.1). Tokens are also valid NATS micro
+/// endpoint names (`[A-Za-z0-9_-]+`).
 pub fn token(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     for &b in name.as_bytes() {
         if plain(b) {
             out.push(b as char);
         } else {
-            out.push_str(&format!("~{b:02x}"));
+            out.push_str(&format!("-{b:02x}"));
         }
     }
     out
 }
 
 /// The name a token encodes, or None if it is not one [`token`] makes
-/// (an escape that is not `~` and two lowercase hex digits, an escaped
+/// (an escape that is not `-` and two lowercase hex digits, an escaped
 /// byte that needed none, or bytes that are not UTF-8).
 pub fn untoken(token: &str) -> Option<String> {
     let b = token.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'~' {
+        if b[i] == ESCAPE {
             let hex = b.get(i + 1..i + 3)?;
             if hex.iter().any(|c| !matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
                 return None;
@@ -101,7 +105,7 @@ pub fn service_name(provider: &str) -> String {
     if provider.is_empty() {
         return "hubwire".into();
     }
-    provider.chars().map(|c| if c.is_ascii() && plain(c as u8) { c } else { '_' }).collect()
+    provider.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
 }
 
 /// The kind of a link message (§13.4).
