@@ -15,20 +15,21 @@
  * ```
  */
 
-import { createInbox, ErrorCode, nuid, type NatsConnection, type NatsError, type Msg, type Subscription } from "nats";
+import { createInbox, ErrorCode, type Endpoint, type Msg, type NatsConnection, type NatsError, type ServiceMsg } from "nats";
 import { CODES, type CodeName } from "../codes.js";
 import { HubwireError } from "../errors.js";
-import type { MethodInfo } from "../hello.js";
+import { SDK_VERSION, type MethodInfo } from "../hello.js";
 import { Backlog } from "./backlog.js";
 import type { Listener, OnTransport } from "./index.js";
 import { NatsLink } from "./natslink.js";
-import { Discovery, type ServiceSource } from "./natsdiscovery.js";
 import {
   connectSubject,
   DEFAULT_PREFIX,
   LINK_VERSION,
   parseConnectRequest,
   QUEUE_GROUP,
+  serviceName,
+  token,
   validSubject,
   type ConnectReply,
   type ConnectRequest,
@@ -36,7 +37,6 @@ import {
 } from "./natssubjects.js";
 
 export { NatsLink } from "./natslink.js";
-export type { ServiceSource } from "./natsdiscovery.js";
 export * from "./natssubjects.js";
 
 /** How long a dial waits for a replica's reply (§13.2.6). */
@@ -130,13 +130,23 @@ function dialError(e: unknown, what: string, subject: string, timeout: number): 
   return new HubwireError("unavailable", `cannot reach ${what} on NATS: ${(e as Error).message}`);
 }
 
+/** What a replica serves, as NATS sees it: a `Provider` fits. */
+export interface ServiceSource {
+  /** The provider name (HELLO `peer` name), exact. */
+  readonly name: string;
+  /** Its methods (read once, when the replica attaches). */
+  methods(): MethodInfo[];
+  /** Optional: calls of `method` served so far, on any connection (`Provider.served`); `$SRV.STATS` reports it as `data.calls`. */
+  served?(method: string): number;
+}
+
 /** Options of {@link listen}. */
 export interface ListenOptions {
   /** The deployment's subject prefix (default `hubwire`). */
   prefix?: string;
   /** Links held at once; more are refused `resource_exhausted` (default 4096). */
   maxLinks?: number;
-  /** The version `$SRV` answers give (default the SDK's). */
+  /** The version `$SRV` answers give (semver; default the SDK's). */
   version?: string;
 }
 
@@ -151,26 +161,37 @@ export interface NatsListener extends Listener {
 
 /**
  * Attaches a replica of `source` (usually a `Provider`) to NATS (§13.2,
- * §13.7): subscribes its connect subjects — one per method, its provider
- * name's and its replica id's, in the queue group `hubwire` — and the
- * `$SRV` discovery subjects, then resolves. Each accepted link is an
- * ordinary transport, served by `provider.serve(listener, options)`.
- * Closing the listener unsubscribes every subject (no new link reaches
- * it); links already open go on.
+ * §13.7) and resolves once the server has its subscriptions: a NATS
+ * *micro* service (the `nats` package's `services`, which answers
+ * `$SRV.PING/INFO/STATS`) whose endpoints are the connect subjects — one
+ * per method, `-provider` and `-replica` — in the queue group `hubwire`.
+ * Each accepted link is an ordinary transport, served by
+ * `provider.serve(listener, options)`. Closing the listener stops the
+ * service (no new link reaches it); links already open go on.
  */
 export async function listen(nc: NatsConnection, source: ServiceSource, options: ListenOptions = {}): Promise<NatsListener> {
   const prefix = options.prefix ?? DEFAULT_PREFIX;
   const maxLinks = options.maxLinks ?? DEFAULT_MAX_LINKS;
-  const replica = nuid.next();
-  const methods: MethodInfo[] = source.methods();
-  const discovery = new Discovery(source, replica, prefix, methods, options.version);
-  const subs: Subscription[] = [];
+  const service = await nc.services.add({
+    name: serviceName(source.name),
+    version: options.version ?? SDK_VERSION,
+    description: `hubwire provider ${source.name}`,
+    metadata: { "hubwire.protocol": String(LINK_VERSION), "hubwire.provider": source.name, "hubwire.prefix": prefix },
+    queue: QUEUE_GROUP,
+    // `data` of a method's endpoint: its calls served; null for `-provider`/`-replica`.
+    statsHandler: async (ep: Endpoint) => {
+      const method = ep.metadata?.["hubwire.method"];
+      return method === undefined ? null : { calls: source.served?.(method) ?? 0 };
+    },
+  });
+  const replica = service.info().id;
   const open = new Set<NatsLink>();
   const backlog = new Backlog();
   let closing = false;
 
-  /** One connect request on endpoint `ep` (an index of the discovery's endpoints). */
-  const connect = (ep: number, msg: Msg): void => {
+  /** One connect request: a new link, subscribed before the reply (§13.2.3), or a refusal (an ordinary reply). */
+  const connect = (err: NatsError | null, msg: ServiceMsg): void => {
+    if (err !== null) return;
     let reply: ConnectReply;
     try {
       if (closing) throw new HubwireError("unavailable", "this replica is shutting down");
@@ -180,26 +201,21 @@ export async function listen(nc: NatsConnection, source: ServiceSource, options:
       const link = new NatsLink(nc, createInbox(), req.link, `nats:${who}${req.link}`);
       open.add(link);
       link.onRelease = () => open.delete(link);
-      reply = { hubwire: LINK_VERSION, link: link.inbox, replica, provider: source.name };
-      discovery.answered(ep, false);
-      msg.respond(utf8.encode(JSON.stringify(reply)));
       backlog.push(link);
-      return;
+      reply = { hubwire: LINK_VERSION, link: link.inbox, replica, provider: source.name };
     } catch (e) {
-      const err = e instanceof HubwireError ? e : new HubwireError("internal", String(e));
-      reply = { hubwire: LINK_VERSION, error: { code: err.code, message: err.message } };
-      discovery.answered(ep, true, err.message);
+      const refusal = e instanceof HubwireError ? e : new HubwireError("internal", String(e));
+      reply = { hubwire: LINK_VERSION, error: { code: refusal.code, message: refusal.message } };
     }
     msg.respond(utf8.encode(JSON.stringify(reply)));
   };
 
-  discovery.endpoints.forEach((ep, i) => {
-    subs.push(nc.subscribe(ep.subject, { queue: QUEUE_GROUP, callback: (err, msg) => err === null && connect(i, msg) }));
-  });
-  for (const subject of discovery.subjects()) {
-    subs.push(nc.subscribe(subject, { callback: (err, msg) => err === null && discovery.answer(msg) }));
-  }
-  // Every subscription is known to the server before a dialer is told to try.
+  const endpoint = (name: string, target: Target, metadata: Record<string, string>) =>
+    service.addEndpoint(name, { subject: connectSubject(prefix, target), metadata, handler: connect });
+  for (const m of source.methods()) endpoint(token(m.name), { method: m.name }, { "hubwire.method": m.name, "hubwire.kind": m.kind });
+  endpoint("-provider", { provider: source.name }, { "hubwire.connect": "provider" });
+  endpoint("-replica", { replica }, { "hubwire.connect": "replica" });
+  // A PING answered by a PONG: the server has every subscription made before (§13.7).
   await nc.flush();
 
   return {
@@ -209,7 +225,7 @@ export async function listen(nc: NatsConnection, source: ServiceSource, options:
     async close(): Promise<void> {
       if (!closing) {
         closing = true;
-        for (const s of subs) s.unsubscribe();
+        await service.stop();
         backlog.close();
       }
       return backlog.closed;

@@ -18,14 +18,15 @@ export const QUEUE_GROUP = "hubwire";
 
 /**
  * A method or provider name as one subject token (§13.1): ASCII letters,
- * digits, `_` and `-` kept, every other UTF-8 byte written `~xx` (two
- * lowercase hex digits). `math.add` → `math~2eadd`.
+ * digits and `_` kept, every other UTF-8 byte written `-xx` (two
+ * lowercase hex digits). `math.add` → `math-2eadd`, `get-user` →
+ * `get-2duser`. Also a valid NATS micro endpoint name.
  */
 export function token(name: string): string {
   let out = "";
   for (const b of utf8.encode(name)) {
-    const keep = (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5a) || (b >= 0x61 && b <= 0x7a) || b === 0x5f || b === 0x2d;
-    out += keep ? String.fromCharCode(b) : `~${b.toString(16).padStart(2, "0")}`;
+    const keep = (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5a) || (b >= 0x61 && b <= 0x7a) || b === 0x5f;
+    out += keep ? String.fromCharCode(b) : `-${b.toString(16).padStart(2, "0")}`;
   }
   return out;
 }
@@ -35,7 +36,7 @@ export function untoken(tok: string): string {
   const bytes: number[] = [];
   for (let i = 0; i < tok.length; i++) {
     const c = tok.charCodeAt(i);
-    if (c !== 0x7e) {
+    if (c !== 0x2d) {
       bytes.push(c);
       continue;
     }
