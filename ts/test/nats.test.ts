@@ -309,6 +309,22 @@ describe("nats against a real nats-server", { skip: natsServerBinary() === null 
       const big = new Uint8Array(3 << 20).map((_, i) => i & 0xff);
       assert.deepEqual(await conn.callRaw("echo", big), big);
       conn.close();
+      // Both sides name subjects alike: by its provider name (escaped), and in its $SRV answers.
+      const again = await nats.dial(nc, { provider: link.provider }, { prefix });
+      assert.equal(again.replica, replica);
+      again.close();
+      const ask = await nc.request(`$SRV.INFO.${nats.serviceName(link.provider)}.${replica}`, undefined, { timeout: 5000 });
+      const info = JSON.parse(new TextDecoder().decode(ask.data));
+      const methods = info.endpoints.filter((e: { metadata: Record<string, string> }) => e.metadata["hubwire.method"] !== undefined);
+      assert.ok(methods.length > 5);
+      for (const e of methods) {
+        const name = e.metadata["hubwire.method"];
+        assert.deepEqual([e.name, e.subject, e.queue_group], [nats.token(name), nats.connectSubject(prefix, { method: name }), "hubwire"]);
+      }
+      // (The Rust replica lists its endpoints in no particular order.)
+      const subjectOf = (name: string) => info.endpoints.find((e: { name: string }) => e.name === name)?.subject;
+      assert.equal(subjectOf("-provider"), nats.connectSubject(prefix, { provider: link.provider }));
+      assert.equal(subjectOf("-replica"), nats.connectSubject(prefix, { replica }));
       rust.kill();
     });
 
