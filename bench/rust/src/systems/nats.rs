@@ -16,6 +16,13 @@
 //!
 //! Each started server uses subjects of its own, so the rows of one
 //! comparison run side by side on the one NATS server.
+//!
+//! The bench's clients run on current-thread runtimes that only run during
+//! their own turns, while the other rows of a comparison take theirs. A
+//! NATS client's I/O task must run all the time, or its heartbeats stop
+//! and the peer breaks its links after 1 s of silence (§13.5): so each
+//! target's NATS clients are connected on a runtime of their own, with one
+//! worker thread, for hubwire's rows and the floors' alike.
 
 use std::io;
 use std::process::Command;
@@ -39,6 +46,13 @@ use crate::serve::ready;
 /// Messages the floors' client subscriptions hold unread (async-nats
 /// drops beyond): large, so that the publish loop's turn arrives whole.
 const FLOOR_PENDING: usize = 1 << 20;
+
+/// The credit the server stream's caller grants (items): what may be in
+/// flight towards it, at most this × the item (512 KiB of 1 KiB items).
+/// The default 64 leaves the producer waiting a round trip for credit
+/// every 32 items, which over NATS (a hop through the server each way)
+/// halves the rate.
+const STREAM_WINDOW: u32 = 512;
 
 /// How long a publish loop's caller waits for its next message before it
 /// gives up (a dropped message would otherwise hang the row).
@@ -120,7 +134,8 @@ pub fn start(job: &Job, url: Option<&str>) -> io::Result<Box<dyn Target>> {
     let mut cmd = Command::new(bench_peer()?);
     cmd.args(&args).args(["--nats", &url]);
     let peer = Peer::listening(cmd)?;
-    Ok(Box::new(OnNats { url, name: peer.address.clone(), system: job.system, wait, payload: job.payload.clone(), peer }))
+    let io = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+    Ok(Box::new(OnNats { url, name: peer.address.clone(), system: job.system, wait, payload: job.payload.clone(), peer, io }))
 }
 
 /// A server attached to the run's NATS server: a replica (its id in
@@ -132,6 +147,8 @@ struct OnNats {
     wait: WaitMode,
     payload: Arc<Payload>,
     peer: Peer,
+    /// Where the NATS clients' I/O runs (see the module's doc).
+    io: tokio::runtime::Runtime,
 }
 
 impl Target for OnNats {
@@ -140,14 +157,17 @@ impl Target for OnNats {
         let payload = self.payload.clone();
         match self.system {
             System::NatsRequestReply | System::NatsPublishLoop => {
-                let client = rt.block_on(floor_client(&self.url))?;
+                let client = self.io.block_on(floor_client(&self.url))?;
                 let floor = Floor { client, base: self.name.clone(), payload, publish: self.system == System::NatsPublishLoop };
                 Ok(OnRuntime::boxed(rt, floor))
             }
             system => {
-                let config = ConnectionOptions::new("bench-client").wait(self.wait);
+                let mut config = ConnectionOptions::new("bench-client").wait(self.wait);
+                if system == System::HubwireServerStream {
+                    config = config.window(STREAM_WINDOW);
+                }
+                let client = self.io.block_on(nats::connect(&self.url)).map_err(err)?;
                 let conn = rt.block_on(async {
-                    let client = nats::connect(&self.url).await.map_err(err)?;
                     let target = NatsTarget::Replica(self.name.clone());
                     nats::dial(&client, &target, &config, &Default::default()).await.map(|(c, _)| c).map_err(err)
                 })?;
