@@ -21,6 +21,7 @@ import { Connection, HubwireError, nats, Provider } from "hubwire";
 import { checkSeq, encodeLinkMessage, parseLinkMessage, type LinkKindName } from "../src/transport/natslink.js";
 import { natsServerBinary, startNatsServer, type NatsServer } from "./natsserver.js";
 import { rejects } from "./rejects.js";
+import { natsProvider } from "./setups.js";
 
 const ROOT = fileURLToPath(new URL("../../..", import.meta.url));
 const vectors = JSON.parse(readFileSync(join(ROOT, "spec/vectors/nats.json"), "utf8"));
@@ -156,6 +157,31 @@ describe("nats against a real nats-server", { skip: natsServerBinary() === null 
     }
     await listener.close();
     await rejects(nats.dial(nc, { method: "math.add" }, { prefix }), "unavailable");
+  });
+
+  it("fails over: a replica killed with kill -9 fails its calls, and the next dial reaches another", async () => {
+    const prefix = `t${nuid.next()}`;
+    const replicas = await Promise.all([natsProvider(server.url, prefix), natsProvider(server.url, prefix)]);
+    try {
+      const link = await nats.dial(nc, { method: "sleep" }, { prefix });
+      const victim = replicas.find((r) => r.replica === link.replica)!;
+      const survivor = replicas.find((r) => r !== victim)!;
+      const conn = await Connection.dial(link);
+      const call = conn.call("sleep", { ms: 30_000 });
+      await conn.call("echo_value", 1);
+      victim.proc.kill("SIGKILL");
+      await rejects(call, "unavailable");
+      // Its NATS connection closed with it, so the server hands every new link to the survivor.
+      for (let i = 0; i < 5; i++) {
+        const next = await nats.dial(nc, { method: "echo_value" }, { prefix });
+        assert.equal(next.replica, survivor.replica);
+        const c = await Connection.dial(next);
+        assert.equal(await c.call("echo_value", i), i);
+        c.close();
+      }
+    } finally {
+      for (const r of replicas) r.proc.kill("SIGKILL");
+    }
   });
 
   it("refuses links past maxLinks with resource_exhausted", async () => {

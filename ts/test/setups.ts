@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { MessageChannel, Worker } from "node:worker_threads";
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { connect as natsConnect, nuid } from "nats";
 import { child, Connection, messageport, nats, Provider, sharedmemory, tcp, testing, tls, unix, type Transport } from "hubwire";
 import { behaviourService } from "./fixtures/service.js";
@@ -55,6 +55,25 @@ async function inProcess(listen: (on: (t: Transport) => void) => Promise<{ dial(
   };
 }
 
+/**
+ * The behaviour service in a process of its own attached to NATS at `url`
+ * under `prefix`; resolves once it is subscribed, with its replica id.
+ */
+export async function natsProvider(url: string, prefix: string): Promise<{ proc: ChildProcess; replica: string }> {
+  const proc = spawn(process.execPath, [MAIN], {
+    env: { ...process.env, HUBWIRE_NATS_URL: url, HUBWIRE_NATS_PREFIX: prefix },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const replica = await new Promise<string>((resolve, reject) => {
+    proc.once("exit", (c) => reject(new Error(`the NATS provider exited (${c})`)));
+    proc.stdout!.on("data", (b: Buffer) => {
+      const m = /ready (\w+)/u.exec(b.toString());
+      if (m !== null) resolve(m[1]!);
+    });
+  });
+  return { proc, replica };
+}
+
 /** The one `nats-server` of the NATS setups, started by the first. */
 let natsServer: Promise<NatsServer> | null = null;
 
@@ -67,14 +86,7 @@ async function overNats(): Promise<Setup> {
   natsServer ??= startNatsServer();
   const server = await natsServer;
   const prefix = `t${nuid.next()}`;
-  const proc = spawn(process.execPath, [MAIN], {
-    env: { ...process.env, HUBWIRE_NATS_URL: server.url, HUBWIRE_NATS_PREFIX: prefix },
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  await new Promise<void>((resolve, reject) => {
-    proc.once("exit", (c) => reject(new Error(`the NATS provider exited (${c})`)));
-    proc.stdout!.on("data", (b: Buffer) => b.toString().includes("ready") && resolve());
-  });
+  const { proc } = await natsProvider(server.url, prefix);
   const nc = await natsConnect({ servers: server.url });
   const link = await nats.dial(nc, { method: "echo" }, { prefix });
   const conn = await Connection.dial(link, { name: "behaviour-client", service: clientService() });
