@@ -26,9 +26,10 @@ deps-ts: ## Install the TypeScript SDK's npm packages (npm ci; ws for the WebSoc
 build-ts: deps-ts ## Build the TypeScript SDK (tsc: strict, type tests included) into ts/dist
 	cd $(TS_DIR) && npx tsc -p tsconfig.json
 
-test-ts: build-ts ## Test the TypeScript SDK: vectors, behaviour on every transport, typed API, headless Chromium, WebSocket to a real hub
-	@# The WebSocket tests run the real hub and its Rust test provider.
-	cd $(RUST_DIR) && $(CARGO) build -p hubwire-hub $(LOCKED)
+test-ts: build-ts deps-nats ## Test the TypeScript SDK: vectors, behaviour on every transport (NATS too, on a real nats-server), typed API, headless Chromium, WebSocket to a real hub
+	@# The WebSocket tests run the real hub and its Rust test provider; the
+	@# NATS tests call the Rust testee over NATS and are called by it.
+	cd $(RUST_DIR) && $(CARGO) build -p hubwire-hub -p hubwire-testee $(LOCKED)
 	@cd $(TS_DIR) && log=dist/test-results.tap; \
 	status=0; CHROMIUM=$(CHROMIUM) HUBWIRE_BIN=$(BIN) node --test --test-concurrency=1 \
 	  --test-reporter=spec --test-reporter-destination=stdout \
@@ -37,7 +38,7 @@ test-ts: build-ts ## Test the TypeScript SDK: vectors, behaviour on every transp
 	echo "ts: $${passed:-0} passed, $${failed:-0} failed"; \
 	if [ -z "$$passed" ]; then exit 1; fi; exit $$status
 
-conformance-ts: build-ts ## Run the conformance suite against the TypeScript SDK, as client and provider (child, unix, tcp)
+conformance-ts: build-ts ## Run the conformance suite against the TypeScript SDK, as client and provider (child, unix, tcp, nats)
 	cd $(RUST_DIR) && $(CARGO) build -p hubwire-conformance $(LOCKED)
 	$(BIN)/hubwire-conformance --root $(CURDIR) --lang ts --testee "$(TS_TESTEE)"
 

@@ -8,7 +8,8 @@
  */
 
 import { createInterface } from "node:readline";
-import { child, Connection, HubwireError, tcp, unix, SDK_VERSION, type CallOptions, type ConnectionOptions, type Transport } from "hubwire";
+import { connect as natsConnect, type NatsConnection } from "nats";
+import { child, Connection, HubwireError, nats, tcp, unix, SDK_VERSION, type CallOptions, type ConnectionOptions, type Transport } from "hubwire";
 import { conformanceService } from "./service.js";
 
 /** Byte strings as arrays of numbers (as JSON carries them, `spec/PROTOCOL.md` §6). */
@@ -33,6 +34,25 @@ function parent(): Transport {
 
 type Cmd = Record<string, any>;
 
+/** The provider name the runner listens under on NATS (client role). */
+const NATS_RUNNER = "runner";
+
+/** NATS connections of this testee, by server URL (one per server, shared by its cases). */
+const natsConnections = new Map<string, Promise<NatsConnection>>();
+
+/** A `nats` address, `nats://host:port/<prefix>`: a connection to the server, and the case's subject prefix. */
+async function natsAddress(address: string): Promise<{ nc: NatsConnection; prefix: string }> {
+  const m = /^(nats:\/\/[^/]+)\/(.+)$/u.exec(address);
+  if (m === null) throw new HubwireError("unavailable", `nats address ${JSON.stringify(address)} is not nats://host:port/<prefix>`);
+  const url = m[1]!;
+  let nc = natsConnections.get(url);
+  if (nc === undefined) {
+    nc = natsConnect({ servers: url });
+    natsConnections.set(url, nc);
+  }
+  return { nc: await nc, prefix: m[2]! };
+}
+
 async function serve(cmd: Cmd): Promise<string> {
   const provider = conformanceService(emit);
   const options: ConnectionOptions = { name: "conformance-testee" };
@@ -43,6 +63,13 @@ async function serve(cmd: Cmd): Promise<string> {
       const listener = cmd.transport === "unix" ? await unix.listen(cmd.address) : await tcp.listen(cmd.address);
       void provider.serve(listener, options);
       return listener.address;
+    }
+    case "nats": {
+      // Attach as a replica; the runner dials it by its replica id.
+      const { nc, prefix } = await natsAddress(cmd.address);
+      const listener = await nats.listen(nc, provider, { prefix });
+      void provider.serve(listener, options);
+      return listener.replica;
     }
     case "child":
       // The handshake needs the runner, which waits for `ready`: answer first.
@@ -61,6 +88,10 @@ async function connect(cmd: Cmd): Promise<Connection> {
       return Connection.dial(await unix.connect(cmd.address), options);
     case "tcp":
       return Connection.dial(await tcp.connect(cmd.address), options);
+    case "nats": {
+      const { nc, prefix } = await natsAddress(cmd.address);
+      return Connection.dial(await nats.dial(nc, { provider: NATS_RUNNER }, { prefix, peer: "conformance-testee" }), options);
+    }
     case "child":
       // A child is the acceptor of its parent's socketpair (§10), even when it calls.
       return Connection.accept(parent(), options);
@@ -167,7 +198,7 @@ async function main(): Promise<void> {
     }
     switch (cmd.op) {
       case "hello":
-        emit({ event: "hello", lang: "ts", version: SDK_VERSION, roles: ["client", "provider"], transports: ["child", "unix", "tcp"] });
+        emit({ event: "hello", lang: "ts", version: SDK_VERSION, roles: ["client", "provider"], transports: ["child", "unix", "tcp", "nats"] });
         break;
       case "serve":
         serve(cmd).then(

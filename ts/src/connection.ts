@@ -11,7 +11,7 @@
 
 import { HubwireError } from "./errors.js";
 import { VERSION } from "./frame.js";
-import { DEFAULT_MAX_CALLS, DEFAULT_MAX_FRAME, DEFAULT_WINDOW, fitHello, type Hello } from "./hello.js";
+import { DEFAULT_MAX_CALLS, DEFAULT_MAX_FRAME, DEFAULT_WINDOW, fitHello, SDK_VERSION, type Hello } from "./hello.js";
 import { Core } from "./engine/state.js";
 import { open } from "./engine/handshake.js";
 import type { Service } from "./engine/serve.js";
@@ -43,8 +43,7 @@ export interface ConnectionOptions {
   requireToken?: string;
 }
 
-/** The package version, sent in HELLO. */
-export const SDK_VERSION = "0.1.0";
+export { SDK_VERSION } from "./hello.js";
 
 /** Our HELLO, from the options. */
 function localHello(options: ConnectionOptions, dialer: boolean): Hello {

@@ -5,6 +5,9 @@
 
 import { HubwireError } from "./errors.js";
 
+/** The package version, sent in HELLO (and in NATS discovery answers). */
+export const SDK_VERSION = "0.1.0";
+
 /** Default `max_frame`: the largest body a peer accepts (16 MiB). */
 export const DEFAULT_MAX_FRAME = 16 * 1024 * 1024;
 /** Default `window`: initial credit per stream. */

@@ -1,7 +1,8 @@
 /**
  * hubwire for Node: the protocol, the client and provider APIs, the typed
  * layer, and every transport (memory, MessagePort, child process, Unix
- * socket, TCP). `hubwire/browser` is the same without the Node transports.
+ * socket, TCP, TLS, NATS). `hubwire/browser` is the same without the Node
+ * transports.
  */
 
 export * from "./browser.js";
@@ -9,3 +10,4 @@ export * as child from "./transport/child.js";
 export * as unix from "./transport/unix.js";
 export * as tcp from "./transport/tcp.js";
 export * as tls from "./transport/tls.js";
+export * as nats from "./transport/nats.js";

@@ -45,6 +45,8 @@ export interface Method {
   rawIn: boolean;
   rawOut: boolean;
   handler: (input: any, ctx: CallContext) => unknown;
+  /** Calls handed to the handler so far (`served`). */
+  calls: number;
 }
 
 const RAW_SCHEMA = { contentMediaType: "application/octet-stream" };
@@ -70,7 +72,7 @@ export class Provider implements Service {
     };
     if (options.schema?.errors !== undefined) info.errors = options.schema.errors;
     if (options.doc !== undefined) info.doc = options.doc;
-    this.table.set(name, { info, kind, rawIn, rawOut, handler });
+    this.table.set(name, { info, kind, rawIn, rawOut, handler, calls: 0 });
     return this;
   }
 
@@ -118,6 +120,7 @@ export class Provider implements Service {
     }
     const kind = incoming.kind;
     if (m.kind !== kind) throw new HubwireError("invalid_argument", `method ${JSON.stringify(name)} is ${KINDS[m.kind]}, called as ${KINDS[kind]}`);
+    m.calls++;
     // The engine's Incoming has every field of a CallContext; `connection`
     // is the Connection the engine carries opaquely.
     const ctx = incoming as unknown as CallContext;
@@ -133,6 +136,11 @@ export class Provider implements Service {
       return (result as PromiseLike<unknown>).then((v) => encodeOutput(m, incoming, v));
     }
     return encodeOutput(m, incoming, result);
+  }
+
+  /** Calls of `method` handed to its handler so far, on every connection (NATS discovery's STATS, `spec/PROTOCOL.md` §13.7). */
+  served(method: string): number {
+    return this.table.get(method)?.calls ?? 0;
   }
 
   /**

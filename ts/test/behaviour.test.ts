@@ -1,5 +1,5 @@
 /**
- * One behaviour suite, run on every transport (memory, Unix socket, TCP,
+ * One behaviour suite, run on every transport (memory, Unix socket, TCP, TLS, NATS,
  * child process, worker thread over a MessagePort): every call kind both
  * ways, failures vs defects, cancellation and deadlines seen by the
  * handler, flow control bounding a fast producer, many calls in flight,
@@ -10,19 +10,9 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { HubwireError, type Connection } from "hubwire";
 import { SETUPS, type Setup } from "./setups.js";
+import { rejects } from "./rejects.js";
 
 const bytes = (...b: number[]) => new Uint8Array(b);
-
-async function rejects(p: Promise<unknown>, code: string): Promise<HubwireError> {
-  try {
-    await p;
-  } catch (e) {
-    assert.ok(e instanceof HubwireError, `expected a HubwireError, got ${e}`);
-    assert.equal(e.code, code, e.message);
-    return e;
-  }
-  assert.fail(`expected ${code}, the call succeeded`);
-}
 
 async function state(conn: Connection): Promise<{ cancelled: number; produced: number }> {
   return (await conn.call("state", null)) as { cancelled: number; produced: number };

@@ -9,8 +9,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { MessageChannel, Worker } from "node:worker_threads";
-import { child, Connection, messageport, Provider, sharedmemory, tcp, testing, tls, unix, type Transport } from "hubwire";
+import { spawn, type ChildProcess } from "node:child_process";
+import { connect as natsConnect, nuid } from "nats";
+import { child, Connection, messageport, nats, Provider, sharedmemory, tcp, testing, tls, unix, type Transport } from "hubwire";
 import { behaviourService } from "./fixtures/service.js";
+import { natsServerBinary, startNatsServer, type NatsServer } from "./natsserver.js";
 import { makePki } from "./pki.js";
 
 /** Certificates for the `tls` setup (none without `openssl`: the setup is left out). */
@@ -48,6 +51,53 @@ async function inProcess(listen: (on: (t: Transport) => void) => Promise<{ dial(
     close: async () => {
       conn.close();
       await l.close();
+    },
+  };
+}
+
+/**
+ * The behaviour service in a process of its own attached to NATS at `url`
+ * under `prefix`; resolves once it is subscribed, with its replica id.
+ */
+export async function natsProvider(url: string, prefix: string): Promise<{ proc: ChildProcess; replica: string }> {
+  const proc = spawn(process.execPath, [MAIN], {
+    env: { ...process.env, HUBWIRE_NATS_URL: url, HUBWIRE_NATS_PREFIX: prefix },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const replica = await new Promise<string>((resolve, reject) => {
+    proc.once("exit", (c) => reject(new Error(`the NATS provider exited (${c})`)));
+    proc.stdout!.on("data", (b: Buffer) => {
+      const m = /ready (\w+)/u.exec(b.toString());
+      if (m !== null) resolve(m[1]!);
+    });
+  });
+  return { proc, replica };
+}
+
+/** The one `nats-server` of the NATS setups, started by the first. */
+let natsServer: Promise<NatsServer> | null = null;
+
+/**
+ * The behaviour service in a child process attached to NATS (under a
+ * prefix of its own, so setups never meet), reached by a link to its
+ * `echo` method's subject; a crash is a `kill -9` of that process.
+ */
+async function overNats(): Promise<Setup> {
+  natsServer ??= startNatsServer();
+  const server = await natsServer;
+  const prefix = `t${nuid.next()}`;
+  const { proc } = await natsProvider(server.url, prefix);
+  const nc = await natsConnect({ servers: server.url });
+  const link = await nats.dial(nc, { method: "echo" }, { prefix });
+  const conn = await Connection.dial(link, { name: "behaviour-client", service: clientService() });
+  return {
+    conn,
+    logs: [],
+    crash: () => void proc.kill("SIGKILL"),
+    close: async () => {
+      conn.close();
+      proc.kill("SIGKILL");
+      await nc.close();
     },
   };
 }
@@ -113,6 +163,8 @@ export const SETUPS: Record<string, () => Promise<Setup>> = {
       },
     };
   },
+  // Left out where nats-server is not installed (`make deps` installs it).
+  ...(natsServerBinary() === null ? {} : { nats: overNats }),
   sharedmemory: async () => {
     const sab = sharedmemory.buffer(1 << 16);
     const worker = new Worker(MAIN, { workerData: { sab } });

@@ -4,6 +4,7 @@
 
 import * as net from "node:net";
 import type { Listener, OnTransport, Transport } from "./index.js";
+import { Backlog } from "./backlog.js";
 import { SocketTransport } from "./socket.js";
 
 /** Connects to the socket at `path`. */
@@ -42,36 +43,20 @@ export function bind(
   setup?: (s: net.Socket) => void,
   event: "connection" | "secureConnection" = "connection",
 ): Promise<Listener> {
-  let onTransport: OnTransport | null = null;
-  let waiting: Transport[] = [];
+  const backlog = new Backlog();
   // `secureConnection` for a TLS server: the socket once its handshake is done.
   server.on(event, (s: net.Socket) => {
     setup?.(s);
-    const t = new SocketTransport(s, describe(s));
-    if (onTransport !== null) onTransport(t);
-    else waiting.push(t);
+    backlog.push(new SocketTransport(s, describe(s)));
   });
-  const closed = new Promise<void>((resolve) =>
-    server.once("close", () => {
-      for (const t of waiting) t.close();
-      waiting = [];
-      resolve();
-    }),
-  );
+  server.once("close", () => backlog.close());
   return new Promise((resolve, reject) => {
     server.once("error", reject);
     server.listen(where, () => {
       server.off("error", reject);
       resolve({
         address: address(),
-        accept(callback: OnTransport): Promise<void> {
-          if (onTransport !== null) throw new Error("this listener already hands its connections to a callback");
-          onTransport = callback;
-          const early = waiting;
-          waiting = [];
-          for (const t of early) callback(t);
-          return closed;
-        },
+        accept: (callback: OnTransport) => backlog.accept(callback),
         close: () => new Promise<void>((done) => server.close(() => done())),
       });
     });
