@@ -31,9 +31,12 @@ export const FrameType = {
   Ping: 0x08,
   Pong: 0x09,
   Goaway: 0x0a,
+  /** The direct path's hand-over frames (§14.2): known only where both HELLOs said `direct`. */
+  Direct: 0x0d,
+  Accept: 0x0e,
 } as const;
 
-const TYPE_NAMES = ["", "Hello", "Request", "Response", "Item", "End", "Cancel", "Credit", "Ping", "Pong", "Goaway"];
+const TYPE_NAMES = ["", "Hello", "Request", "Response", "Item", "End", "Cancel", "Credit", "Ping", "Pong", "Goaway", "", "", "Direct", "Accept"];
 
 /** Payload codec bytes (§6). */
 export const Codec = { Raw: 0, Msgpack: 1, Json: 2 } as const;
@@ -54,6 +57,11 @@ export interface FrameVisitor {
   ping(data: Uint8Array): void;
   pong(data: Uint8Array): void;
   goaway(lastId: number, code: number, message: string): void;
+  /**
+   * A DIRECT or ACCEPT (§14.2; only when {@link Decoder.handoffs}): the
+   * type and the JSON body, unparsed. A visitor without it ignores them.
+   */
+  handoff?(type: number, body: Uint8Array): void;
 }
 
 function protocol(message: string): HubwireError {
@@ -93,6 +101,8 @@ function text(b: Uint8Array, start: number, end: number, what: string): string {
 export class Decoder {
   /** The version byte frames other than HELLO must carry (set after negotiation). */
   version = VERSION;
+  /** Whether both HELLOs said `direct` (§14.1): DIRECT and ACCEPT are known types, else unknown. */
+  handoffs = false;
 
   /** The last method name decoded, and its bytes: calls tend to repeat a name. */
   private lastName = "";
@@ -134,12 +144,13 @@ export class Decoder {
     if (bodyLen > this.maxFrame) {
       throw new HubwireError("too_large", `frame body of ${bodyLen} bytes exceeds the limit of ${this.maxFrame} bytes`);
     }
-    if (type < FrameType.Hello || type > FrameType.Goaway) {
+    const handoff = type === FrameType.Direct || type === FrameType.Accept;
+    if ((type < FrameType.Hello || type > FrameType.Goaway) && !(handoff && this.handoffs)) {
       throw protocol(`unknown frame type 0x${type.toString(16).padStart(2, "0")}`);
     }
     if (codec > Codec.Json) throw protocol(`unknown codec ${codec}`);
     const callId = readU32(b, off + 8);
-    const connectionLevel = type === FrameType.Hello || type === FrameType.Ping || type === FrameType.Pong;
+    const connectionLevel = type === FrameType.Hello || type === FrameType.Ping || type === FrameType.Pong || handoff;
     if (connectionLevel && callId !== 0) throw protocol(`${TYPE_NAMES[type]} frame with call id ${callId}, must be 0`);
     if (!connectionLevel && type !== FrameType.Goaway && callId === 0) throw protocol(`${TYPE_NAMES[type]} frame with call id 0`);
     return HEADER_LEN + bodyLen;
@@ -200,6 +211,9 @@ export class Decoder {
         if (credit === 0) throw protocol("Credit of 0");
         return v.credit(callId, credit);
       }
+      case FrameType.Direct:
+      case FrameType.Accept:
+        return v.handoff?.(type, b.subarray(start, end));
       default: {
         // PING or PONG (check() refused every other type).
         if (bodyLen !== 8) throw protocol(`${TYPE_NAMES[type]} body must be 8 bytes, got ${bodyLen}`);

@@ -171,4 +171,10 @@ export class Dispatcher implements FrameVisitor {
       this.core.die(new HubwireError("unavailable", `connection closed: peer sent GOAWAY ${codeName(code)}: ${message}`));
     } else this.core.peerDrains(lastId);
   }
+
+  handoff(type: number, body: Uint8Array): void {
+    // DIRECT goes to the client's direct routes; ACCEPT carries a
+    // descriptor this runtime cannot receive, so it finds none (§14.2 3.).
+    if (type === FrameType.Direct) this.core.onDirect?.(body);
+  }
 }
