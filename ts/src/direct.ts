@@ -20,6 +20,7 @@
  */
 
 import { HubwireError } from "./errors.js";
+import type { DirectOffer } from "./frame.js";
 import type { Core } from "./engine/state.js";
 import type { Transport } from "./transport/index.js";
 
@@ -39,16 +40,6 @@ const ASK_BACKOFF_MS = 1_000;
 /** The longest. */
 const ASK_BACKOFF_MAX_MS = 30_000;
 
-/** The DIRECT body (§14.3), validated. */
-export interface DirectOffer {
-  provider: string;
-  replica: number;
-  methods: string[];
-  via: "fd" | "address";
-  address?: string;
-  token?: string;
-}
-
 /** What the routes need of a connection: the public `Connection`'s surface, as an interface so this file sits below it. */
 export interface DirectConn {
   readonly core: Core;
@@ -59,38 +50,6 @@ export interface DirectConn {
 
 /** Opens a connection over `transport` as the dialer, with `token` in its HELLO. */
 export type DirectDial = (transport: Transport, token: string | undefined) => Promise<DirectConn>;
-
-const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
-
-function bad(why: string): HubwireError {
-  return new HubwireError("protocol_error", `invalid DIRECT body: ${why}`);
-}
-
-/** Parses and validates a DIRECT body (§14.2, §14.3); a bad one is a `protocol_error`. */
-export function parseOffer(body: Uint8Array): DirectOffer {
-  let v: unknown;
-  try {
-    v = JSON.parse(strictUtf8.decode(body));
-  } catch (e) {
-    throw bad((e as Error).message);
-  }
-  if (typeof v !== "object" || v === null || Array.isArray(v)) throw bad("not a JSON object");
-  const o = v as Record<string, unknown>;
-  if (typeof o.provider !== "string") throw bad("provider must be a string");
-  if (typeof o.replica !== "number" || !Number.isInteger(o.replica) || o.replica < 0) throw bad("replica must be an integer >= 0");
-  if (!Array.isArray(o.methods) || !o.methods.every((m) => typeof m === "string")) throw bad("methods must be a list of strings");
-  if (o.via !== "fd" && o.via !== "address") throw bad(`via must be "fd" or "address", got ${JSON.stringify(o.via)}`);
-  const offer: DirectOffer = { provider: o.provider, replica: o.replica, methods: o.methods as string[], via: o.via };
-  if (o.via === "address") {
-    if (typeof o.address !== "string") throw bad("via address needs an address string");
-    offer.address = o.address;
-  }
-  if (o.token !== undefined && o.token !== null) {
-    if (typeof o.token !== "string") throw bad("token must be a string");
-    offer.token = o.token;
-  }
-  return offer;
-}
 
 /**
  * Whether a call failed before the callee saw it, so starting it again
@@ -130,7 +89,7 @@ export class DirectRoutes {
     private readonly hub: DirectConn,
     private readonly dial: DirectDial,
   ) {
-    hub.core.onDirect = (body) => this.offered(parseOffer(body));
+    hub.core.onDirect = (offer) => this.offered(offer);
     void hub.core.closed.then(() => this.drainAll());
   }
 

@@ -57,11 +57,70 @@ export interface FrameVisitor {
   ping(data: Uint8Array): void;
   pong(data: Uint8Array): void;
   goaway(lastId: number, code: number, message: string): void;
-  /**
-   * A DIRECT or ACCEPT (§14.2; only when {@link Decoder.handoffs}): the
-   * type and the JSON body, unparsed. A visitor without it ignores them.
-   */
-  handoff?(type: number, body: Uint8Array): void;
+  /** A DIRECT (§14.3; only when {@link Decoder.handoffs}). A visitor without it ignores them. */
+  direct?(offer: DirectOffer): void;
+  /** An ACCEPT (§14.4; only when {@link Decoder.handoffs}). A visitor without it ignores them. */
+  accept?(body: AcceptBody): void;
+}
+
+/** A DIRECT's body (§14.3): a direct connection to a provider replica. */
+export interface DirectOffer {
+  /** Whom the direct connection reaches (for logs). */
+  provider: string;
+  replica: number;
+  /** Every method of that provider: the client routes them over the direct connection. */
+  methods: string[];
+  /** `fd`: the frame carries a descriptor (never readable in Node); `address`: dial {@link address}. */
+  via: "fd" | "address";
+  /** With `via: address`: `unix:PATH` or `tcp:HOST:PORT`. */
+  address?: string;
+  /** The token to send in the direct connection's HELLO, if the replica's listener wants one. */
+  token?: string;
+}
+
+/** An ACCEPT's body (§14.4). */
+export interface AcceptBody {
+  /** Who the handed-over connection is for (for logs). */
+  client: string;
+}
+
+/** A DIRECT or ACCEPT body as a JSON object; anything else is a `protocol_error` (§14.2). */
+function handoffObject(name: string, b: Uint8Array, start: number, end: number): Record<string, unknown> {
+  let v: unknown;
+  try {
+    v = JSON.parse(strictUtf8.decode(b.subarray(start, end)));
+  } catch (e) {
+    throw protocol(`invalid ${name} body: ${(e as Error).message}`);
+  }
+  if (typeof v !== "object" || v === null || Array.isArray(v)) throw protocol(`invalid ${name} body: not a JSON object`);
+  return v as Record<string, unknown>;
+}
+
+/** Validates a DIRECT body (§14.3): unknown fields ignored, a missing or mistyped required one a `protocol_error`. */
+function parseDirect(b: Uint8Array, start: number, end: number): DirectOffer {
+  const o = handoffObject("DIRECT", b, start, end);
+  const bad = (why: string) => protocol(`invalid DIRECT body: ${why}`);
+  if (typeof o.provider !== "string") throw bad("provider must be a string");
+  if (typeof o.replica !== "number" || !Number.isInteger(o.replica) || o.replica < 0) throw bad("replica must be an integer >= 0");
+  if (!Array.isArray(o.methods) || !o.methods.every((m) => typeof m === "string")) throw bad("methods must be a list of strings");
+  if (o.via !== "fd" && o.via !== "address") throw bad(`via must be "fd" or "address", got ${JSON.stringify(o.via)}`);
+  const offer: DirectOffer = { provider: o.provider, replica: o.replica, methods: o.methods as string[], via: o.via };
+  if (o.via === "address") {
+    if (typeof o.address !== "string") throw bad("via address needs an address string");
+    offer.address = o.address;
+  }
+  if (o.token !== undefined && o.token !== null) {
+    if (typeof o.token !== "string") throw bad("token must be a string");
+    offer.token = o.token;
+  }
+  return offer;
+}
+
+/** Validates an ACCEPT body (§14.4). */
+function parseAccept(b: Uint8Array, start: number, end: number): AcceptBody {
+  const o = handoffObject("ACCEPT", b, start, end);
+  if (typeof o.client !== "string") throw protocol("invalid ACCEPT body: client must be a string");
+  return { client: o.client };
 }
 
 function protocol(message: string): HubwireError {
@@ -212,8 +271,9 @@ export class Decoder {
         return v.credit(callId, credit);
       }
       case FrameType.Direct:
+        return v.direct?.(parseDirect(b, start, end));
       case FrameType.Accept:
-        return v.handoff?.(type, b.subarray(start, end));
+        return v.accept?.(parseAccept(b, start, end));
       default: {
         // PING or PONG (check() refused every other type).
         if (bodyLen !== 8) throw protocol(`${TYPE_NAMES[type]} body must be 8 bytes, got ${bodyLen}`);
@@ -259,7 +319,9 @@ export type Frame =
   | { type: "end" | "cancel"; call_id: number }
   | { type: "credit"; call_id: number; credit: number }
   | { type: "ping" | "pong"; data: Uint8Array }
-  | { type: "goaway"; last_id: number; code: CodeName; message: string };
+  | { type: "goaway"; last_id: number; code: CodeName; message: string }
+  | { type: "direct"; body: DirectOffer }
+  | { type: "accept"; body: AcceptBody };
 
 const utf8 = new TextEncoder();
 
@@ -280,6 +342,8 @@ class Collect implements FrameVisitor {
   ping(data: Uint8Array) { this.frame = { type: "ping", data }; }
   pong(data: Uint8Array) { this.frame = { type: "pong", data }; }
   goaway(last_id: number, code: number, message: string) { this.frame = { type: "goaway", last_id, code: codeName(code)!, message }; }
+  direct(body: DirectOffer) { this.frame = { type: "direct", body }; }
+  accept(body: AcceptBody) { this.frame = { type: "accept", body }; }
 }
 
 /**
@@ -325,6 +389,12 @@ export function encodeFrame(f: Frame): Uint8Array {
       body.set(f.payload, 5 + m.length);
       break;
     }
+    case "direct":
+    case "accept":
+      // Connection-level JSON, in the order the object's keys are in.
+      type = f.type === "direct" ? FrameType.Direct : FrameType.Accept;
+      body = utf8.encode(JSON.stringify(f.body));
+      break;
     case "response":
     case "goaway": {
       const m = messageBytes(f.message);

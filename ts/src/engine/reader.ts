@@ -11,7 +11,7 @@
 
 import { CODES, codeName } from "../codes.js";
 import { HubwireError } from "../errors.js";
-import { Decoder, FrameType, HEADER_LEN, type FrameVisitor } from "../frame.js";
+import { Decoder, FrameType, HEADER_LEN, type DirectOffer, type FrameVisitor } from "../frame.js";
 import { concat } from "../bytes.js";
 import { HELLO_LIMIT } from "../hello.js";
 import type { TransportSink } from "../transport/index.js";
@@ -172,9 +172,10 @@ export class Dispatcher implements FrameVisitor {
     } else this.core.peerDrains(lastId);
   }
 
-  handoff(type: number, body: Uint8Array): void {
-    // DIRECT goes to the client's direct routes; ACCEPT carries a
-    // descriptor this runtime cannot receive, so it finds none (§14.2 3.).
-    if (type === FrameType.Direct) this.core.onDirect?.(body);
+  direct(offer: DirectOffer): void {
+    this.core.onDirect?.(offer);
   }
+
+  // No `accept`: an ACCEPT carries a descriptor this runtime cannot
+  // receive, so it finds none and is ignored (§14.2 3.).
 }

@@ -12,7 +12,7 @@
  */
 
 import { HubwireError } from "../errors.js";
-import { FrameType, idAfter } from "../frame.js";
+import { FrameType, idAfter, type DirectOffer } from "../frame.js";
 import type { Hello } from "../hello.js";
 import type { Transport } from "../transport/index.js";
 import { CallIds, CallQueue, onDeadline, type CallHost, type OutCall, type ServedCall } from "./calls.js";
@@ -52,7 +52,7 @@ export class Core implements CallHost {
   /** The handshake, while it is under way. */
   opening: Opening | null = null;
   /** Takes a DIRECT's body (§14.3), on a client that asked for the direct path. */
-  onDirect: ((body: Uint8Array) => void) | null = null;
+  onDirect: ((offer: DirectOffer) => void) | null = null;
 
   private readonly ids: CallIds;
   private peerDraining = false;
