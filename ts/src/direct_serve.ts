@@ -7,7 +7,10 @@
  * connection does not say it); the calls answered on the others are
  * counted and reported to the hub with `hubwire.report`, at most once a
  * second while the numbers change, and once more when a direct connection
- * closes.
+ * closes. When its last hub connection ends (the hub stops or lets the
+ * replica go, §14.6), the direct connections are drained: GOAWAY `ok`,
+ * their calls in flight finish, and the clients' new calls go through the
+ * hub.
  *
  * ACCEPT (a descriptor handed over, §14.4) is for spawned providers; Node
  * cannot receive one, so a TS provider the hub spawns should not say
@@ -23,6 +26,12 @@ import type { Connection } from "./connection.js";
 const REPORT_EVERY_MS = 1000;
 /** How long a report may wait for the hub's answer. */
 const REPORT_TIMEOUT_MS = 5000;
+/**
+ * How long the direct connections' calls may take to finish once the hub
+ * connection has ended. A dialled provider is not signalled after it (its
+ * process is not the hub's), so this is only our own bound (§14.6).
+ */
+const DRAIN_GRACE_MS = 5000;
 
 /** Counts a provider's direct calls and reports them to its hubs (see the file's comment). */
 export class DirectReporter {
@@ -33,6 +42,8 @@ export class DirectReporter {
   private reportedOpen = 0;
   /** The hub connections: those whose peer said `direct`. */
   private readonly hubs = new Set<Connection>();
+  /** The clients' direct connections open now. */
+  private readonly directs = new Set<Connection>();
   private timer: ReturnType<typeof setInterval> | null = null;
 
   /** `service`, counting the calls answered on connections that are not a hub's. */
@@ -75,16 +86,18 @@ export class DirectReporter {
       }
       void conn.closed.then(() => {
         this.hubs.delete(conn);
-        if (this.hubs.size === 0 && this.timer !== null) {
-          clearInterval(this.timer);
-          this.timer = null;
-        }
+        if (this.hubs.size > 0) return;
+        if (this.timer !== null) clearInterval(this.timer);
+        this.timer = null;
+        for (const c of this.directs) void c.drain(DRAIN_GRACE_MS);
       });
       return;
     }
     this.open++;
+    this.directs.add(conn);
     void conn.closed.then(() => {
       this.open--;
+      this.directs.delete(conn);
       this.report();
     });
   }

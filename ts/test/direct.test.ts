@@ -7,7 +7,8 @@
  * client without it stays routed, the provider killed mid-traffic ends
  * every call (answer or `unavailable`) and later calls go through the hub,
  * and a draining hub lets the calls in flight on direct connections
- * finish.
+ * finish. And with a hub played by the test: a replica that drains
+ * (GOAWAY) loses no call, the ones it never saw go through the hub.
  *
  * Bounds on time here only catch hangs: every wait has a deadline.
  */
@@ -19,9 +20,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, it } from "node:test";
-import { Connection, HubwireError, unix } from "hubwire";
+import { Connection, encodeFrame, HubwireError, memory, Provider, unix } from "hubwire";
 import { BIN } from "./hub.js";
 
+const DIRECT = "hubwire.direct";
 const FIXTURE = fileURLToPath(new URL("./fixtures/direct-provider.js", import.meta.url));
 
 /** Polls `done` every 20 ms until it holds, for at most `ms`. */
@@ -162,5 +164,51 @@ describe("the direct path through a real hub to a TS provider", { timeout: 120_0
     await exited;
     await assert.rejects(c.call("sleep", { ms: 1 }, { timeoutMs: 5000 }), (e: HubwireError) => e.code === "unavailable");
     c.close();
+  });
+});
+
+describe("the direct path's fallback when the replica drains (a hub played by the test)", { timeout: 60_000 }, () => {
+  it("starts the calls the draining replica never saw again through the hub: none is lost", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hw-direct-"));
+    const path = join(dir, "p.sock");
+    // The replica: its direct connections, kept so the test can drain them.
+    const replicaConns: Connection[] = [];
+    const replica = new Provider("replica").unary("echo", (b: Uint8Array) => b, { raw: true });
+    const listener = await unix.listen(path, (t) => void Connection.accept(t, { service: replica }).then((c) => replicaConns.push(c)));
+    // The hub: answers `hubwire.direct` with a DIRECT to the replica's address, and routes `echo` itself.
+    let routed = 0;
+    let asked: unknown = null;
+    const hubService = new Provider("hub")
+      .unary(DIRECT, (ask: unknown, ctx) => {
+        asked = ask;
+        const body = { provider: "replica", replica: 0, methods: ["echo"], via: "address" as const, address: `unix:${path}` };
+        (ctx.connection as Connection).core.writer.frame(encodeFrame({ type: "direct", body }));
+        return null;
+      })
+      .unary("echo", (b: Uint8Array) => (routed++, b), { raw: true });
+    const [a, b] = memory.pair();
+    const [hubSide, c] = await Promise.all([
+      Connection.accept(a, { service: hubService, direct: true }),
+      Connection.dial(b, { name: "client", direct: true }),
+    ]);
+    try {
+      await until("a direct connection", async () => (await c.callRaw("echo", new Uint8Array([1])), c.directRoutesLive > 0));
+      assert.deepEqual(asked, { method: "echo", via: ["address"] }, "a Node client takes addresses only");
+      const before = routed;
+      const calls: Promise<Uint8Array>[] = [];
+      for (let i = 0; i < 300; i++) {
+        calls.push(c.callRaw("echo", new Uint8Array([i & 0xff]), { timeoutMs: 10_000 }));
+        if (i === 150) void replicaConns[0]!.drain(5000);
+      }
+      const got = await Promise.all(calls);
+      assert.ok(got.every((g, i) => g.length === 1 && g[0] === (i & 0xff)), "every call answered, with its own bytes");
+      await c.callRaw("echo", new Uint8Array([2]));
+      assert.ok(routed > before, "after the GOAWAY, calls go through the hub");
+    } finally {
+      c.close();
+      hubSide.close();
+      await listener.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
