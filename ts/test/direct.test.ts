@@ -142,11 +142,14 @@ describe("the direct path through a real hub to a TS provider", { timeout: 120_0
       );
       if (i === 100) await stop(provider, "SIGKILL");
     }
-    // Back at once, so the calls now routed through the hub find it soon.
-    provider = await startProvider(providerSock);
+    // Calls started before the client saw the connection end were on it: they fail `unavailable` at once.
     const outcomes = await Promise.all(calls);
     assert.ok(outcomes.every((o) => o === "ok" || o === "unavailable"), `outcomes: ${[...new Set(outcomes)]}`);
     assert.equal(c.directRoutesLive, 0, "the dead direct connection takes no calls");
+    // Calls started now go through the hub, which waits for the provider to be back.
+    const later = Array.from({ length: 50 }, (_, i) => c.callRaw("echo", new Uint8Array([i]), { timeoutMs: 20_000 }));
+    provider = await startProvider(providerSock);
+    assert.equal((await Promise.all(later)).length, 50, "every later call answered");
     await until("the provider ready again", async () => (await replica()).state === "ready", 20_000);
     const before = await replica();
     await echo(c, 7);
