@@ -109,7 +109,8 @@ export class DirectReporter {
 
   /** Sends what happened since the last report to every hub, if anything did. */
   private report(): void {
-    if (this.calls === 0 && this.errors === 0 && this.open === this.reportedOpen) return;
+    // Without a hub the counts wait for one.
+    if (this.hubs.size === 0 || (this.calls === 0 && this.errors === 0 && this.open === this.reportedOpen)) return;
     const body = { calls: this.calls, errors: this.errors, open: this.open };
     (this.calls = 0), (this.errors = 0), (this.reportedOpen = this.open);
     // Counts lost with a failed report are at most a second's (§14.5).
