@@ -215,3 +215,40 @@ describe("the direct path's fallback when the replica drains (a hub played by th
     }
   });
 });
+
+describe("the direct path's refusals (§14.3; a hub played by the test)", () => {
+  // How many times a client asks when the hub refuses with `code`, over 20 calls each of two methods.
+  const asksAfterRefusal = async (code: "unknown_method" | "invalid_argument" | "unauthenticated") => {
+    const asked: string[] = [];
+    const hubService = new Provider("hub")
+      .unary(DIRECT, ({ method }: { method: string }) => {
+        asked.push(method);
+        throw new HubwireError(code, "refused by the test");
+      })
+      .unary("echo", (b: Uint8Array) => b, { raw: true })
+      .unary("upper", (b: Uint8Array) => b, { raw: true });
+    const [a, b] = memory.pair();
+    const [hubSide, c] = await Promise.all([
+      Connection.accept(a, { service: hubService, direct: true }),
+      Connection.dial(b, { name: "client", direct: true }),
+    ]);
+    for (let i = 0; i < 20; i++) {
+      await c.callRaw("echo", new Uint8Array([i]));
+      await c.callRaw("upper", new Uint8Array([i]));
+      await c.ping(); // lets the ask's answer arrive between calls
+    }
+    c.close();
+    hubSide.close();
+    return asked;
+  };
+
+  // (`unavailable` backs off for a time: not asserted here, no unit test depends on time.)
+  for (const code of ["unknown_method", "invalid_argument"] as const) {
+    it(`${code}: asks once per method, never again`, async () => {
+      assert.deepEqual((await asksAfterRefusal(code)).sort(), ["echo", "upper"]);
+    });
+  }
+  it("unauthenticated: never asks again on the connection", async () => {
+    assert.equal((await asksAfterRefusal("unauthenticated")).length, 1);
+  });
+});
