@@ -16,6 +16,7 @@ import { Core } from "./engine/state.js";
 import { open } from "./engine/handshake.js";
 import type { Service } from "./engine/serve.js";
 import * as client from "./client.js";
+import { DirectRoutes, neverSent } from "./direct.js";
 import type { BidiStream, CallOptions, ClientStream } from "./client.js";
 import type { ItemStream } from "./stream.js";
 import type { Transport } from "./transport/index.js";
@@ -41,6 +42,19 @@ export interface ConnectionOptions {
    * another) they get GOAWAY `unauthenticated`, and never our HELLO.
    */
   requireToken?: string;
+  /**
+   * The direct path through a hub (`spec/PROTOCOL.md` §14; off by
+   * default). We send `direct` in our HELLO. As a client dialling a hub
+   * that sent it too, unary calls of a provider the hub reaches at an
+   * address (a dialled provider) go over a connection straight to its
+   * replica once the hub has handed it over; they fall back to the hub
+   * when it drains or ends. As a provider served on a listener the hub
+   * dials (`provider.serve(listener, { direct: true })`), we serve
+   * clients' direct connections and report their calls to the hub.
+   * Node cannot receive descriptors, so a spawned provider's path
+   * (`via: fd`) is never taken.
+   */
+  direct?: boolean;
 }
 
 export { SDK_VERSION } from "./hello.js";
@@ -57,6 +71,7 @@ function localHello(options: ConnectionOptions, dialer: boolean): Hello {
   };
   // Only a dialer sends a token (§4.4).
   if (dialer && options.token !== undefined) hello.token = options.token;
+  if (options.direct === true) hello.direct = 1;
   return fitHello(hello);
 }
 
@@ -64,11 +79,18 @@ function localHello(options: ConnectionOptions, dialer: boolean): Hello {
 export class Connection {
   /** @internal The protocol state behind this connection. */
   readonly core: Core;
+  /** As a client with `direct`: the direct connections, by method (§14). */
+  private readonly routes: DirectRoutes | undefined;
 
   private constructor(transport: Transport, options: ConnectionOptions, dialer: boolean) {
     this.core = new Core(transport, dialer, localHello(options, dialer));
     // Carried opaquely by the engine, so a handler's context can call back.
     this.core.connection = this;
+    if (dialer && options.direct === true) {
+      // A direct connection is dialled with our options, minus the direct path, any service and the hub's token.
+      const { direct: _, service: __, token: ___, ...rest } = options;
+      this.routes = new DirectRoutes(this, (t, token) => Connection.dial(t, { ...rest, ...(token === undefined ? {} : { token }) }));
+    }
   }
 
   /** Opens a connection as the dialer (odd call ids): HELLOs both ways, then ready. */
@@ -109,12 +131,31 @@ export class Connection {
 
   /** A unary call with raw bytes in and out: no serialization at all. */
   callRaw(method: string, input: Uint8Array, options?: CallOptions): Promise<Uint8Array> {
-    return client.unary(this.core, method, input, true, options) as Promise<Uint8Array>;
+    return this.unary(method, input, true, options) as Promise<Uint8Array>;
   }
 
   /** A unary call; the input is encoded with `options.codec` (MessagePack unless set). */
   call(method: string, input: unknown, options?: CallOptions): Promise<unknown> {
-    return client.unary(this.core, method, input, false, options);
+    return this.unary(method, input, false, options);
+  }
+
+  /**
+   * A unary call over the direct connection for `method` if there is one;
+   * one the replica never saw (it was draining) is started again here,
+   * through the hub, so no call is lost to a drain (§14.6).
+   */
+  private unary(method: string, input: unknown, raw: boolean, options: CallOptions | undefined): Promise<unknown> {
+    const direct = this.routes?.route(method);
+    if (direct === undefined) return client.unary(this.core, method, input, raw, options);
+    return client.unary(direct.core, method, input, raw, options).catch((e: unknown) => {
+      if (neverSent(e)) return client.unary(this.core, method, input, raw, options);
+      throw e;
+    });
+  }
+
+  /** As a client with `direct`: how many methods are routed over a live direct connection now. */
+  get directRoutesLive(): number {
+    return this.routes?.live ?? 0;
   }
 
   /** Calls a server-streaming method: one input, a stream of outputs. */

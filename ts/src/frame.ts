@@ -31,9 +31,12 @@ export const FrameType = {
   Ping: 0x08,
   Pong: 0x09,
   Goaway: 0x0a,
+  /** The direct path's hand-over frames (§14.2): known only where both HELLOs said `direct`. */
+  Direct: 0x0d,
+  Accept: 0x0e,
 } as const;
 
-const TYPE_NAMES = ["", "Hello", "Request", "Response", "Item", "End", "Cancel", "Credit", "Ping", "Pong", "Goaway"];
+const TYPE_NAMES = ["", "Hello", "Request", "Response", "Item", "End", "Cancel", "Credit", "Ping", "Pong", "Goaway", "", "", "Direct", "Accept"];
 
 /** Payload codec bytes (§6). */
 export const Codec = { Raw: 0, Msgpack: 1, Json: 2 } as const;
@@ -54,6 +57,70 @@ export interface FrameVisitor {
   ping(data: Uint8Array): void;
   pong(data: Uint8Array): void;
   goaway(lastId: number, code: number, message: string): void;
+  /** A DIRECT (§14.3; only when {@link Decoder.handoffs}). A visitor without it ignores them. */
+  direct?(offer: DirectOffer): void;
+  /** An ACCEPT (§14.4; only when {@link Decoder.handoffs}). A visitor without it ignores them. */
+  accept?(body: AcceptBody): void;
+}
+
+/** A DIRECT's body (§14.3): a direct connection to a provider replica. */
+export interface DirectOffer {
+  /** Whom the direct connection reaches (for logs). */
+  provider: string;
+  replica: number;
+  /** Every method of that provider: the client routes them over the direct connection. */
+  methods: string[];
+  /** `fd`: the frame carries a descriptor (never readable in Node); `address`: dial {@link address}. */
+  via: "fd" | "address";
+  /** With `via: address`: `unix:PATH` or `tcp:HOST:PORT`. */
+  address?: string;
+  /** The token to send in the direct connection's HELLO, if the replica's listener wants one. */
+  token?: string;
+}
+
+/** An ACCEPT's body (§14.4). */
+export interface AcceptBody {
+  /** Who the handed-over connection is for (for logs). */
+  client: string;
+}
+
+/** A DIRECT or ACCEPT body as a JSON object; anything else is a `protocol_error` (§14.2). */
+function handoffObject(name: string, b: Uint8Array, start: number, end: number): Record<string, unknown> {
+  let v: unknown;
+  try {
+    v = JSON.parse(strictUtf8.decode(b.subarray(start, end)));
+  } catch (e) {
+    throw protocol(`invalid ${name} body: ${(e as Error).message}`);
+  }
+  if (typeof v !== "object" || v === null || Array.isArray(v)) throw protocol(`invalid ${name} body: not a JSON object`);
+  return v as Record<string, unknown>;
+}
+
+/** Validates a DIRECT body (§14.3): unknown fields ignored, a missing or mistyped required one a `protocol_error`. */
+function parseDirect(b: Uint8Array, start: number, end: number): DirectOffer {
+  const o = handoffObject("DIRECT", b, start, end);
+  const bad = (why: string) => protocol(`invalid DIRECT body: ${why}`);
+  if (typeof o.provider !== "string") throw bad("provider must be a string");
+  if (typeof o.replica !== "number" || !Number.isInteger(o.replica) || o.replica < 0) throw bad("replica must be an integer >= 0");
+  if (!Array.isArray(o.methods) || !o.methods.every((m) => typeof m === "string")) throw bad("methods must be a list of strings");
+  if (o.via !== "fd" && o.via !== "address") throw bad(`via must be "fd" or "address", got ${JSON.stringify(o.via)}`);
+  const offer: DirectOffer = { provider: o.provider, replica: o.replica, methods: o.methods as string[], via: o.via };
+  if (o.via === "address") {
+    if (typeof o.address !== "string") throw bad("via address needs an address string");
+    offer.address = o.address;
+  }
+  if (o.token !== undefined && o.token !== null) {
+    if (typeof o.token !== "string") throw bad("token must be a string");
+    offer.token = o.token;
+  }
+  return offer;
+}
+
+/** Validates an ACCEPT body (§14.4). */
+function parseAccept(b: Uint8Array, start: number, end: number): AcceptBody {
+  const o = handoffObject("ACCEPT", b, start, end);
+  if (typeof o.client !== "string") throw protocol("invalid ACCEPT body: client must be a string");
+  return { client: o.client };
 }
 
 function protocol(message: string): HubwireError {
@@ -93,6 +160,8 @@ function text(b: Uint8Array, start: number, end: number, what: string): string {
 export class Decoder {
   /** The version byte frames other than HELLO must carry (set after negotiation). */
   version = VERSION;
+  /** Whether both HELLOs said `direct` (§14.1): DIRECT and ACCEPT are known types, else unknown. */
+  handoffs = false;
 
   /** The last method name decoded, and its bytes: calls tend to repeat a name. */
   private lastName = "";
@@ -134,12 +203,13 @@ export class Decoder {
     if (bodyLen > this.maxFrame) {
       throw new HubwireError("too_large", `frame body of ${bodyLen} bytes exceeds the limit of ${this.maxFrame} bytes`);
     }
-    if (type < FrameType.Hello || type > FrameType.Goaway) {
+    const handoff = type === FrameType.Direct || type === FrameType.Accept;
+    if ((type < FrameType.Hello || type > FrameType.Goaway) && !(handoff && this.handoffs)) {
       throw protocol(`unknown frame type 0x${type.toString(16).padStart(2, "0")}`);
     }
     if (codec > Codec.Json) throw protocol(`unknown codec ${codec}`);
     const callId = readU32(b, off + 8);
-    const connectionLevel = type === FrameType.Hello || type === FrameType.Ping || type === FrameType.Pong;
+    const connectionLevel = type === FrameType.Hello || type === FrameType.Ping || type === FrameType.Pong || handoff;
     if (connectionLevel && callId !== 0) throw protocol(`${TYPE_NAMES[type]} frame with call id ${callId}, must be 0`);
     if (!connectionLevel && type !== FrameType.Goaway && callId === 0) throw protocol(`${TYPE_NAMES[type]} frame with call id 0`);
     return HEADER_LEN + bodyLen;
@@ -200,6 +270,10 @@ export class Decoder {
         if (credit === 0) throw protocol("Credit of 0");
         return v.credit(callId, credit);
       }
+      case FrameType.Direct:
+        return v.direct?.(parseDirect(b, start, end));
+      case FrameType.Accept:
+        return v.accept?.(parseAccept(b, start, end));
       default: {
         // PING or PONG (check() refused every other type).
         if (bodyLen !== 8) throw protocol(`${TYPE_NAMES[type]} body must be 8 bytes, got ${bodyLen}`);
@@ -245,7 +319,9 @@ export type Frame =
   | { type: "end" | "cancel"; call_id: number }
   | { type: "credit"; call_id: number; credit: number }
   | { type: "ping" | "pong"; data: Uint8Array }
-  | { type: "goaway"; last_id: number; code: CodeName; message: string };
+  | { type: "goaway"; last_id: number; code: CodeName; message: string }
+  | { type: "direct"; body: DirectOffer }
+  | { type: "accept"; body: AcceptBody };
 
 const utf8 = new TextEncoder();
 
@@ -266,6 +342,8 @@ class Collect implements FrameVisitor {
   ping(data: Uint8Array) { this.frame = { type: "ping", data }; }
   pong(data: Uint8Array) { this.frame = { type: "pong", data }; }
   goaway(last_id: number, code: number, message: string) { this.frame = { type: "goaway", last_id, code: codeName(code)!, message }; }
+  direct(body: DirectOffer) { this.frame = { type: "direct", body }; }
+  accept(body: AcceptBody) { this.frame = { type: "accept", body }; }
 }
 
 /**
@@ -311,6 +389,12 @@ export function encodeFrame(f: Frame): Uint8Array {
       body.set(f.payload, 5 + m.length);
       break;
     }
+    case "direct":
+    case "accept":
+      // Connection-level JSON, in the order the object's keys are in.
+      type = f.type === "direct" ? FrameType.Direct : FrameType.Accept;
+      body = utf8.encode(JSON.stringify(f.body));
+      break;
     case "response":
     case "goaway": {
       const m = messageBytes(f.message);

@@ -74,6 +74,8 @@ export interface Hello {
   window: number;
   max_calls: number;
   methods: MethodInfo[];
+  /** The direct path through a hub (§14.1): the version of it the sender implements (1), present only when sent. */
+  direct?: number;
   /** The dialer's credential (§4.4), present only when sent; an acceptor never sends one. Never log it. */
   token?: string;
 }
@@ -153,7 +155,8 @@ export function helloFromValue(v: unknown): Hello {
     max_calls: u32(v.max_calls, "max_calls", 1, DEFAULT_MAX_CALLS),
     methods,
   };
-  // null is absent, as for every optional field (§4.1.1).
+  // null is absent, as for every optional field (§4.1.1); any value >= 1 is taken as 1.
+  if (v.direct !== undefined && v.direct !== null) hello.direct = Math.min(1, u32(v.direct, "direct", 1, 1));
   if (v.token !== undefined && v.token !== null) {
     const len = typeof v.token === "string" ? utf8.encode(v.token).length : -1;
     if (len < 1 || len > MAX_TOKEN) throw bad(`token must be a string of 1-${MAX_TOKEN} bytes`);
@@ -221,6 +224,7 @@ export function encodeHello(h: Hello): Uint8Array {
       if (m.doc !== undefined) o.doc = m.doc;
       return o;
     }),
+    ...(h.direct === undefined ? {} : { direct: h.direct }),
     ...(h.token === undefined ? {} : { token: h.token }),
   };
   return utf8.encode(JSON.stringify(canonical));

@@ -20,6 +20,7 @@ import { KIND, KINDS, streamsIn, streamsOut, type MethodInfo } from "./hello.js"
 import type { Incoming, Outcome, Service } from "./engine/serve.js";
 import { Connection, type ConnectionOptions } from "./connection.js";
 import { ItemStream } from "./stream.js";
+import { DirectReporter } from "./direct_serve.js";
 import type { Listener, Transport } from "./transport/index.js";
 
 /** What a unary or client-stream handler may return. */
@@ -148,9 +149,22 @@ export class Provider implements Service {
    * `unix.listen`, `tcp.listen`), each as the acceptor, until the listener
    * is closed: resolves then. A connection whose handshake fails is
    * dropped; the others live until they end.
+   *
+   * With `direct: true` (a listener a hub dials, `spec/PROTOCOL.md` §14):
+   * we say `direct` to the hub, serve clients' direct connections on the
+   * same listener, and report their calls to the hub (`hubwire.report`).
    */
   serve(listener: Listener, options: ConnectionOptions = {}): Promise<void> {
-    return listener.accept((t) => void this.serveTransport(t, options).catch(() => {}));
+    if (options.direct !== true) return listener.accept((t) => void this.serveTransport(t, options).catch(() => {}));
+    const reporter = new DirectReporter();
+    const service = reporter.wrap(this);
+    return listener.accept(
+      (t) =>
+        void Connection.accept(t, { name: this.name, ...options, service }).then(
+          (c) => reporter.opened(c),
+          () => {},
+        ),
+    );
   }
 
   /** Serves these methods on one transport as the acceptor (`Connection.accept` with this provider); resolves once the handshake is done. */

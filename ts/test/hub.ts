@@ -12,7 +12,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-const BIN = process.env.HUBWIRE_BIN ?? fileURLToPath(new URL("../../../rust/target/debug", import.meta.url));
+/** Where the Rust binaries are. */
+export const BIN = process.env.HUBWIRE_BIN ?? fileURLToPath(new URL("../../../rust/target/debug", import.meta.url));
 
 /** A running hub; `stop()` ends it (SIGTERM, then SIGKILL) and removes its directory. */
 export interface RunningHub {

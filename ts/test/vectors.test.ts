@@ -178,3 +178,27 @@ describe("codes.json", () => {
     assert.equal(codeName(codes.length), undefined);
   });
 });
+
+describe("vectors: direct.json", () => {
+  const file = load("vectors/direct.json");
+  // A decoder for a connection where both HELLOs said `direct` (§14.2), or not.
+  const decoder = (negotiated: boolean) => Object.assign(new Decoder(), { handoffs: negotiated });
+  for (const c of file.cases) {
+    it(`decode ${c.name}`, () => {
+      const bytes = unhex(c.hex);
+      const r = decodeFrame(bytes, decoder(true));
+      assert.ok(r !== null);
+      assert.equal(r.length, bytes.length);
+      assert.deepEqual(r.frame, c.frame);
+    });
+    it(`encode ${c.name}`, () => assert.equal(hex(encodeFrame(c.frame as Frame)), c.hex));
+  }
+  for (const c of file.reject) {
+    it(`reject ${c.name}`, () => {
+      assert.throws(
+        () => decodeFrame(unhex(c.hex), decoder(c.negotiated)),
+        (e: HubwireError) => e.code === c.code && e.message.includes(c.message_contains),
+      );
+    });
+  }
+});

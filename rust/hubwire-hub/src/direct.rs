@@ -81,6 +81,13 @@ pub fn offer(reg: &Arc<Registry>, allowed: bool, call: Incoming) -> Result<Serve
         let hand_over = async {
             match &p.config.launch {
                 Launch::Exec { .. } => {
+                    if !ask.takes("fd") {
+                        return Err(Error::invalid_argument(format!(
+                            "provider {:?} is spawned by the hub: its direct path is a descriptor, and the client takes only {:?}",
+                            p.config.name,
+                            ask.via.as_deref().unwrap_or_default()
+                        )));
+                    }
                     if !link.passes_fds() {
                         return Err(Error::invalid_argument(format!(
                             "provider {:?} is spawned by the hub: its direct path is a descriptor, which {} cannot carry",
@@ -93,6 +100,13 @@ pub fn offer(reg: &Arc<Registry>, allowed: bool, call: Incoming) -> Result<Serve
                     let (theirs, yours) = (OwnedFd::from(theirs), OwnedFd::from(yours));
                     conn.send_accept(AcceptBody { client: link.describe() }, theirs).await?;
                     link.send(offer, Some(yours)).await?;
+                }
+                Launch::Unix(_) | Launch::Tcp(_) if !ask.takes("address") => {
+                    return Err(Error::invalid_argument(format!(
+                        "provider {:?} is dialled by the hub: its direct path is an address, and the client takes only {:?}",
+                        p.config.name,
+                        ask.via.as_deref().unwrap_or_default()
+                    )));
                 }
                 Launch::Unix(path) => {
                     (offer.via, offer.address) = (Via::Address, Some(format!("unix:{}", path.display())));

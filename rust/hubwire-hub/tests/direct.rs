@@ -203,3 +203,18 @@ async fn a_dialled_provider_is_reached_at_its_address_and_its_direct_calls_count
     let _ = remote.kill();
     let _ = remote.wait();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_takes_only_addresses_is_not_handed_a_descriptor() {
+    // On the hub's Unix socket a spawned provider's path is a descriptor;
+    // a client that says `via: ["address"]` (Node) cannot read one (§14.3).
+    let hub = Hub::start(ONE);
+    hub.wait_ready("test", 1).await;
+    let c = hub.connect_with(&ConnectionOptions::new("node-like").advertise_direct(true)).await;
+    assert!(c.peer().direct.is_some(), "the hub offers the direct path on its Unix socket");
+    let e = c.call::<_, ()>("hubwire.direct", &json!({"method": "pid", "via": ["address"]})).await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e}");
+    assert!(e.message().contains("descriptor"), "{e}");
+    let r = hub.status().await.providers[0].replicas[0].clone();
+    assert_eq!(r.direct_open, 0, "{r:?}");
+}

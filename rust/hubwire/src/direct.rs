@@ -53,6 +53,18 @@ const ASK_BACKOFF_MAX: Duration = Duration::from_secs(30);
 pub struct DirectAsk {
     /// A routed method the client calls.
     pub method: String,
+    /// The kinds of DIRECT the client takes (`"fd"`, `"address"`); absent:
+    /// both (§14.3). A client that cannot receive descriptors (Node) says
+    /// `["address"]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<Vec<String>>,
+}
+
+impl DirectAsk {
+    /// Whether the client takes a DIRECT with `via` (`"fd"`, `"address"`).
+    pub fn takes(&self, via: &str) -> bool {
+        self.via.as_ref().is_none_or(|v| v.iter().any(|x| x == via))
+    }
 }
 
 /// The input of `hubwire.report` (§14.5): what happened since the last.
@@ -228,7 +240,9 @@ async fn ask(hub: Weak<Handle>, routes: Arc<DirectRoutes>, method: String) {
     let _turn = routes.asking.lock().await;
     let Some(handle) = hub.upgrade() else { return };
     let conn = Connection::from_handle(handle);
-    let r = match tokio::time::timeout(ASK_TIMEOUT, conn.call::<_, ()>(DIRECT_METHOD, &DirectAsk { method: method.clone() })).await {
+    let r = match tokio::time::timeout(ASK_TIMEOUT, conn.call::<_, ()>(DIRECT_METHOD, &DirectAsk { method: method.clone(), via: None }))
+        .await
+    {
         Ok(r) => r,
         Err(_) => Err(Error::unavailable(format!("no answer to {DIRECT_METHOD} within {ASK_TIMEOUT:?}"))),
     };

@@ -66,6 +66,7 @@ class Handshake implements FrameVisitor {
     // Throws unsupported_version: the reader answers it with GOAWAY.
     this.reader.decoder.version = negotiate(core.local.versions, h.versions);
     this.reader.decoder.maxFrame = core.local.max_frame;
+    this.reader.decoder.handoffs = core.local.direct !== undefined && h.direct !== undefined;
     core.peer = h;
     this.reader.visitor = new Dispatcher(core, this.service);
     const opening = core.opening!;

@@ -11,7 +11,7 @@
 
 import { CODES, codeName } from "../codes.js";
 import { HubwireError } from "../errors.js";
-import { Decoder, FrameType, HEADER_LEN, type FrameVisitor } from "../frame.js";
+import { Decoder, FrameType, HEADER_LEN, type DirectOffer, type FrameVisitor } from "../frame.js";
 import { concat } from "../bytes.js";
 import { HELLO_LIMIT } from "../hello.js";
 import type { TransportSink } from "../transport/index.js";
@@ -171,4 +171,11 @@ export class Dispatcher implements FrameVisitor {
       this.core.die(new HubwireError("unavailable", `connection closed: peer sent GOAWAY ${codeName(code)}: ${message}`));
     } else this.core.peerDrains(lastId);
   }
+
+  direct(offer: DirectOffer): void {
+    this.core.onDirect?.(offer);
+  }
+
+  // No `accept`: an ACCEPT carries a descriptor this runtime cannot
+  // receive, so it finds none and is ignored (§14.2 3.).
 }

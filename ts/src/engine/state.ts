@@ -12,7 +12,7 @@
  */
 
 import { HubwireError } from "../errors.js";
-import { FrameType, idAfter } from "../frame.js";
+import { FrameType, idAfter, type DirectOffer } from "../frame.js";
 import type { Hello } from "../hello.js";
 import type { Transport } from "../transport/index.js";
 import { CallIds, CallQueue, onDeadline, type CallHost, type OutCall, type ServedCall } from "./calls.js";
@@ -51,6 +51,8 @@ export class Core implements CallHost {
   draining = false;
   /** The handshake, while it is under way. */
   opening: Opening | null = null;
+  /** Takes a DIRECT's body (§14.3), on a client that asked for the direct path. */
+  onDirect: ((offer: DirectOffer) => void) | null = null;
 
   private readonly ids: CallIds;
   private peerDraining = false;
@@ -142,6 +144,11 @@ export class Core implements CallHost {
   /** Sends CREDIT for a stream we receive. */
   grant(id: number, n: number): void {
     if (this.error === null) this.writer.credit(id, n);
+  }
+
+  /** Whether the peer sent GOAWAY `ok`: it takes no new calls. */
+  get peerGoneAway(): boolean {
+    return this.peerDraining;
   }
 
   /** The peer sent GOAWAY `ok`: the calls it never saw (ids after `lastId`, §3's order) fail now, safe to retry. */
