@@ -29,6 +29,7 @@
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
+use std::os::fd::BorrowedFd;
 use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
@@ -104,6 +105,75 @@ impl Writer {
     pub(crate) fn push_soon(&self, head: impl FnOnce(&mut BytesMut), payload: &Bytes) -> Result<(), String> {
         if self.enqueue(head, payload)? {
             self.stalled.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Writes `frame` (encoded) alone at the start of its own write, after
+    /// every frame queued before it, with `fds` attached to its first byte
+    /// (`transport/fd_pass.rs`), then runs `after` before any later frame is
+    /// written: frames pushed meanwhile wait in the queue. Waits for the
+    /// queue to drain first, so it must not be awaited by the reader while
+    /// it dispatches (the writer may be corked). Fails when the connection
+    /// is closed or the write fails (which closes the writer).
+    // The frames that use it (§11.4 upgrade, the direct path) land after this hook.
+    #[allow(dead_code)]
+    pub(crate) async fn push_alone(&self, frame: &[u8], fds: &[BorrowedFd<'_>], after: impl FnOnce()) -> Result<(), String> {
+        loop {
+            let notified = self.drained.notified();
+            {
+                let mut q = self.q.lock().unwrap();
+                if let Some(reason) = &q.closed {
+                    return Err(reason.clone());
+                }
+                if !q.flushing && q.queued == 0 {
+                    q.flushing = true;
+                    break;
+                }
+            }
+            notified.await;
+        }
+        let r = self.write_alone(frame, fds).await;
+        if let Err(e) = &r {
+            self.close(e);
+            return r;
+        }
+        after();
+        let mut q = self.q.lock().unwrap();
+        if q.queued > 0 {
+            // Frames queued meanwhile: the background flusher owns them.
+            drop(q);
+            self.stalled.notify_one();
+        } else {
+            q.flushing = false;
+            drop(q);
+            self.drained.notify_waiters();
+        }
+        Ok(())
+    }
+
+    /// The writes of [`Writer::push_alone`], this task owning the flush.
+    async fn write_alone(&self, frame: &[u8], fds: &[BorrowedFd<'_>]) -> Result<(), String> {
+        let t = &*self.transport;
+        let mut off = 0;
+        while off < frame.len() {
+            let bufs = [IoSlice::new(&frame[off..])];
+            let fds = if off == 0 { fds } else { &[] };
+            let closed = self.drained.notified();
+            if let Some(reason) = &self.q.lock().unwrap().closed {
+                return Err(reason.clone());
+            }
+            let r = tokio::select! {
+                biased;
+                r = std::future::poll_fn(|cx| if fds.is_empty() { t.poll_write(cx, &bufs) } else { t.poll_write_fds(cx, &bufs, fds) }) => r,
+                _ = closed => continue,
+            };
+            match r {
+                Ok(0) => return Err("write failed: connection closed".into()),
+                Ok(n) => off += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("write failed: {e}")),
+            }
         }
         Ok(())
     }
@@ -405,6 +475,56 @@ mod tests {
         w.push(frame(1), &Bytes::new()).unwrap();
         w.push(frame(2), &Bytes::from_static(b"p")).unwrap();
         assert_eq!(writes(&t), [vec![1, 1, 1], vec![2, 2, 2, b'p']]);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_frame_pushed_alone_follows_the_queue_and_precedes_what_after_queues() {
+        let t = Arc::new(Recorder::default());
+        let w = Writer::new(t.clone(), 1 << 20);
+        w.push(frame(1), &Bytes::new()).unwrap();
+        let (w2, t2) = (w.clone(), t.clone());
+        w.push_alone(&[7; 3], &[], move || {
+            assert_eq!(writes(&t2), [vec![1, 1, 1], vec![7, 7, 7]], "`after` runs once the frame has left");
+            w2.push(frame(2), &Bytes::new()).unwrap();
+            assert_eq!(writes(&t2).len(), 2, "a frame pushed in `after` waits for it to return");
+        })
+        .await
+        .unwrap();
+        w.flushed().await;
+        assert_eq!(writes(&t), [vec![1, 1, 1], vec![7, 7, 7], vec![2, 2, 2]]);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn descriptors_pushed_alone_arrive_with_their_frame_on_a_unix_socket() {
+        use crate::transport::fd::FdTransport;
+        use crate::transport::Transport;
+        use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        b.set_nonblocking(true).unwrap();
+        let ta = Arc::new(FdTransport::new(a, "a".into()).unwrap());
+        let tb = FdTransport::new(b, "b".into()).unwrap();
+        assert!(ta.passes_fds());
+        tb.accept_fds(4);
+        let mut p = [0; 2];
+        // SAFETY: pipe2 fills `p` with two new descriptors we then own.
+        assert_eq!(unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        let (_r, wr) = unsafe { (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1])) };
+        let w = Writer::new(ta, 1 << 20);
+        w.push(frame(1), &Bytes::new()).unwrap();
+        w.push_alone(&[9; 3], &[wr.as_fd()], || {}).await.unwrap();
+        w.push(frame(2), &Bytes::new()).unwrap();
+        let mut buf = BytesMut::with_capacity(64);
+        while buf.len() < 9 {
+            let before = buf.len();
+            std::future::poll_fn(|cx| tb.poll_read(cx, &mut buf)).await.unwrap();
+            if before < 3 && buf.len() <= 3 {
+                assert!(tb.take_fd().is_none(), "no descriptor before its frame");
+            }
+        }
+        assert_eq!(&buf[..], &[1, 1, 1, 9, 9, 9, 2, 2, 2]);
+        assert!(tb.take_fd().is_some());
+        assert!(tb.take_fd().is_none(), "exactly one descriptor");
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -6,18 +6,26 @@
 //! one vectored call without being copied together first.
 
 use std::io::{self, IoSlice};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::task::{ready, Context, Poll};
 
 use bytes::{BufMut, BytesMut};
 use tokio::io::unix::AsyncFd;
 
+use super::fd_pass::{self, FdInbox};
 use super::Transport;
 
 /// A transport over any connected, non-blocking stream socket.
 pub struct FdTransport<S: AsRawFd + Send + Sync + 'static> {
     io: AsyncFd<S>,
     label: String,
+    /// A Unix socket: descriptors can pass.
+    unix: bool,
+    /// `inbox.wanted()`, read without the lock on every read.
+    want_fds: AtomicBool,
+    inbox: Mutex<FdInbox>,
 }
 
 impl<S: AsRawFd + Send + Sync + 'static> FdTransport<S> {
@@ -26,8 +34,30 @@ impl<S: AsRawFd + Send + Sync + 'static> FdTransport<S> {
     pub fn new(socket: S, label: String) -> io::Result<Self> {
         // SAFETY: we own `socket`, so its descriptor stays open and is not
         // registered elsewhere for as long as the AsyncFd lives.
+        let unix = fd_pass::is_unix_socket(socket.as_raw_fd());
         let io = unsafe { AsyncFd::register(socket) }.map_err(io::Error::from)?;
-        Ok(FdTransport { io, label })
+        Ok(FdTransport { io, label, unix, want_fds: AtomicBool::new(false), inbox: Mutex::new(FdInbox::default()) })
+    }
+
+    /// One read: plain `recv`, or `recvmsg` into the inbox while
+    /// descriptors are accepted.
+    fn read(&self, buf: &mut BytesMut) -> io::Result<usize> {
+        if !self.want_fds.load(Ordering::Acquire) {
+            return recv(self.io.as_raw_fd(), buf);
+        }
+        let mut fds = Vec::new();
+        let r = fd_pass::recv_with_fds(self.io.as_raw_fd(), buf, &mut fds);
+        if !fds.is_empty() {
+            self.inbox.lock().unwrap().put(fds);
+        }
+        r
+    }
+
+    fn write_fds(&self, bufs: &[IoSlice<'_>], fds: &[BorrowedFd<'_>]) -> io::Result<usize> {
+        if !self.unix && !fds.is_empty() {
+            return Err(io::Error::new(io::ErrorKind::Unsupported, format!("{}: cannot pass descriptors", self.label)));
+        }
+        fd_pass::send_with_fds(self.io.as_raw_fd(), bufs, fds)
     }
 
     /// The wrapped socket.
@@ -84,7 +114,7 @@ pub(super) fn release(fd: RawFd) {
 
 impl<S: AsRawFd + Send + Sync + 'static> Transport for FdTransport<S> {
     fn try_read(&self, buf: &mut BytesMut) -> io::Result<usize> {
-        recv(self.io.as_raw_fd(), buf)
+        self.read(buf)
     }
 
     fn poll_read(&self, cx: &mut Context<'_>, buf: &mut BytesMut) -> Poll<io::Result<usize>> {
@@ -92,7 +122,7 @@ impl<S: AsRawFd + Send + Sync + 'static> Transport for FdTransport<S> {
             let mut guard = ready!(self.io.poll_read_ready(cx))?;
             // try_io clears the cached readiness on WouldBlock, so the next
             // poll registers with the reactor instead of spinning.
-            if let Ok(r) = guard.try_io(|io| recv(io.as_raw_fd(), buf)) {
+            if let Ok(r) = guard.try_io(|_| self.read(buf)) {
                 return Poll::Ready(r);
             }
         }
@@ -124,9 +154,38 @@ impl<S: AsRawFd + Send + Sync + 'static> Transport for FdTransport<S> {
 
     fn release(&self) {
         release(self.io.as_raw_fd());
+        self.accept_fds(0);
     }
 
     fn describe(&self) -> String {
         self.label.clone()
+    }
+
+    fn passes_fds(&self) -> bool {
+        self.unix
+    }
+
+    fn accept_fds(&self, max: usize) {
+        let max = if self.unix { max } else { 0 };
+        let mut inbox = self.inbox.lock().unwrap();
+        inbox.set_cap(max);
+        self.want_fds.store(inbox.wanted(), Ordering::Release);
+    }
+
+    fn take_fd(&self) -> Option<OwnedFd> {
+        self.inbox.lock().unwrap().take()
+    }
+
+    fn try_write_fds(&self, bufs: &[IoSlice<'_>], fds: &[BorrowedFd<'_>]) -> io::Result<usize> {
+        self.write_fds(bufs, fds)
+    }
+
+    fn poll_write_fds(&self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>], fds: &[BorrowedFd<'_>]) -> Poll<io::Result<usize>> {
+        loop {
+            let mut guard = ready!(self.io.poll_write_ready(cx))?;
+            if let Ok(r) = guard.try_io(|_| self.write_fds(bufs, fds)) {
+                return Poll::Ready(r);
+            }
+        }
     }
 }

@@ -17,15 +17,19 @@
 //!
 //! [`fd`] is the one implementation behind `child`, `unix` and `tcp`;
 //! [`tls`] reads and writes the same kind of socket through rustls.
+//! [`fd_pass`] lets descriptors travel with the bytes of a Unix socket
+//! (`SCM_RIGHTS`), behind the trait's `*_fds` hooks.
 
 pub mod child;
 pub mod fd;
+pub mod fd_pass;
 pub mod memory;
 pub mod tcp;
 pub mod tls;
 pub mod unix;
 
 use std::io::{self, IoSlice};
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -69,6 +73,43 @@ pub trait Transport: Send + Sync + 'static {
 
     /// A short description for logs and error messages (`unix:/tmp/x.sock`).
     fn describe(&self) -> String;
+
+    // ---- Descriptors with the bytes (fd_pass.rs) ---------------------------
+
+    /// Whether descriptors can travel with this transport's bytes (a Unix
+    /// socket: `unix`, `child`). The `*_fds` hooks below work only then.
+    fn passes_fds(&self) -> bool {
+        false
+    }
+
+    /// Keeps up to `max` descriptors that arrive with the bytes read, until
+    /// taken with [`Transport::take_fd`]; any beyond are closed on arrival.
+    /// 0 (the default) closes every descriptor that arrives: set it only
+    /// while a frame that carries some may come.
+    fn accept_fds(&self, max: usize) {
+        let _ = max;
+    }
+
+    /// The oldest received descriptor not yet taken. A frame's descriptors
+    /// have arrived by the time its first byte has been read.
+    fn take_fd(&self) -> Option<OwnedFd> {
+        None
+    }
+
+    /// Like [`Transport::try_write`], with `fds` attached to the first byte
+    /// written (at most `fd_pass::MAX_FDS`). `WouldBlock` means nothing left,
+    /// descriptors included; any other success means they left.
+    fn try_write_fds(&self, bufs: &[IoSlice<'_>], fds: &[BorrowedFd<'_>]) -> io::Result<usize> {
+        let _ = (bufs, fds);
+        Err(io::Error::new(io::ErrorKind::Unsupported, format!("{}: cannot pass descriptors", self.describe())))
+    }
+
+    /// Like [`Transport::poll_write`], with `fds` as in
+    /// [`Transport::try_write_fds`].
+    fn poll_write_fds(&self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>], fds: &[BorrowedFd<'_>]) -> Poll<io::Result<usize>> {
+        let _ = cx;
+        Poll::Ready(self.try_write_fds(bufs, fds))
+    }
 }
 
 /// A shared, type-erased transport.
