@@ -50,6 +50,10 @@ pub enum FrameType {
     Pong = 0x09,
     /// The sender is draining or closing.
     Goaway = 0x0A,
+    /// The dialer offers to move the connection (§11.4).
+    Upgrade = 0x0B,
+    /// The answer to an UPGRADE, and each side's last frame on the socket.
+    Upgraded = 0x0C,
 }
 
 impl FrameType {
@@ -67,6 +71,8 @@ impl FrameType {
             0x08 => Ping,
             0x09 => Pong,
             0x0A => Goaway,
+            0x0B => Upgrade,
+            0x0C => Upgraded,
             _ => return None,
         })
     }
@@ -74,7 +80,7 @@ impl FrameType {
     /// Whether `call_id` must be 0 (connection-level frames). GOAWAY is
     /// neither: its `call_id` is the last id seen.
     pub(crate) fn connection_level(self) -> bool {
-        matches!(self, FrameType::Hello | FrameType::Ping | FrameType::Pong)
+        matches!(self, FrameType::Hello | FrameType::Ping | FrameType::Pong | FrameType::Upgrade | FrameType::Upgraded)
     }
 
     /// Whether `call_id` must be non-zero.
@@ -242,6 +248,20 @@ pub enum Frame {
         /// Human-readable detail.
         message: String,
     },
+    /// The dialer offers to move the byte stream to `mechanism` (§11.4);
+    /// its descriptors travel beside the frame, not in it.
+    Upgrade {
+        /// `shm`: 1–255 bytes of ASCII.
+        mechanism: String,
+    },
+    /// Accepts (`Code::Ok`, and the sender's last frame on the socket) or
+    /// refuses an UPGRADE (§11.4.2).
+    Upgraded {
+        /// `ok`, or why the offer was refused.
+        code: Code,
+        /// Human-readable detail, empty on `ok`.
+        message: String,
+    },
 }
 
 impl Frame {
@@ -258,6 +278,8 @@ impl Frame {
             Frame::Ping { .. } => FrameType::Ping,
             Frame::Pong { .. } => FrameType::Pong,
             Frame::Goaway { .. } => FrameType::Goaway,
+            Frame::Upgrade { .. } => FrameType::Upgrade,
+            Frame::Upgraded { .. } => FrameType::Upgraded,
         }
     }
 
@@ -298,6 +320,17 @@ impl Frame {
             Frame::Goaway { last_id, code, message } => {
                 let message = clip_message(message);
                 put_header(dst, FrameType::Goaway, 0, 0, *last_id, 3 + message.len());
+                put_status(dst, *code, message);
+            }
+            Frame::Upgrade { mechanism } => {
+                debug_assert!(!mechanism.is_empty() && mechanism.len() <= 255);
+                put_header(dst, FrameType::Upgrade, 0, 0, 0, 1 + mechanism.len());
+                dst.put_u8(mechanism.len() as u8);
+                dst.put_slice(mechanism.as_bytes());
+            }
+            Frame::Upgraded { code, message } => {
+                let message = clip_message(message);
+                put_header(dst, FrameType::Upgraded, 0, 0, 0, 3 + message.len());
                 put_status(dst, *code, message);
             }
         }

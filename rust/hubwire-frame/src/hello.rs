@@ -76,6 +76,10 @@ pub struct Hello {
     /// The dialer's credential (§4.4); an acceptor never sends one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<Token>,
+    /// Transports the sender can move the connection to after the
+    /// handshake (§11.4): `shm`. Unknown names are kept and ignored.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upgrade: Vec<String>,
 }
 
 /// The longest `token` a HELLO may carry, in bytes (§4.4).
@@ -129,6 +133,7 @@ impl Hello {
             max_calls: DEFAULT_MAX_CALLS,
             methods: Vec::new(),
             token: None,
+            upgrade: Vec::new(),
         }
     }
 
@@ -206,7 +211,7 @@ impl Hello {
 /// this does not recognize are left for the typed parse to refuse.
 fn normalize(v: &mut Value) -> Result<(), String> {
     let Some(top) = v.as_object_mut() else { return Ok(()) };
-    drop_nulls(top, &["max_frame", "window", "max_calls", "methods"]);
+    drop_nulls(top, &["max_frame", "window", "max_calls", "methods", "upgrade"]);
     for k in ["max_frame", "window", "max_calls"] {
         top.get_mut(k).map(integral);
     }

@@ -308,6 +308,7 @@ fn route(core: &Arc<Core>, frame: Frame) -> Result<(), FrameError> {
         }
         Frame::Goaway { last_id, code, message } => on_goaway(core, last_id, code, message),
         Frame::Hello(_) => Err(FrameError::protocol("unexpected second HELLO")),
+        Frame::Upgrade { .. } | Frame::Upgraded { .. } => Err(FrameError::protocol("unexpected upgrade frame")),
     }
 }
 

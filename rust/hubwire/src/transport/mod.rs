@@ -24,6 +24,7 @@ pub mod child;
 pub mod fd;
 pub mod fd_pass;
 pub mod memory;
+pub mod shm;
 pub mod tcp;
 pub mod tls;
 pub mod unix;
