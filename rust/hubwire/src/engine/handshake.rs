@@ -17,6 +17,7 @@ use hubwire_frame::{negotiate, Code, Decoder, Frame, FrameError, Hello, Token, H
 use super::options::ConnectionOptions;
 use super::reader::{self, READ_CHUNK};
 use super::state::Core;
+use super::upgrade;
 use super::wait::WaitMode;
 use super::writer::Writer;
 use crate::errors::Error;
@@ -25,14 +26,17 @@ use crate::transport::DynTransport;
 /// Opens a connection over `transport`, as the dialer (odd call ids) or the
 /// acceptor (even ids), and starts its reader.
 pub(crate) async fn open(transport: DynTransport, options: &ConnectionOptions, dialer: bool) -> Result<Arc<Core>, Error> {
+    let (transport, ladder) = upgrade::wrap(transport, options, dialer);
     let writer = Writer::new(transport.clone(), options.write_queue);
-    let local = options.hello(dialer);
+    let mut local = options.hello(dialer);
+    upgrade::advertise(&mut local, &ladder);
     let gate = if dialer { None } else { options.require_token.as_ref() };
     let (peer, buf, version) = exchange(&transport, &writer, &local, options, gate).await?;
     let mut decoder = Decoder::new(options.max_frame);
     decoder.set_version(version as u8);
     let low_latency = matches!(options.wait, WaitMode::LowLatency { .. });
     let core = Arc::new(Core::new(transport, writer, local, peer, dialer, low_latency));
+    upgrade::start(&core, ladder, options);
     tokio::spawn(reader::run(core.clone(), options.service.clone(), options.wait, options.write_stall_timeout, buf, decoder));
     Ok(core)
 }

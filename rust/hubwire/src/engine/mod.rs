@@ -15,6 +15,7 @@
 //! | `serve` | the serving seam: [`Service`], [`Incoming`], and the protocol half of serving a REQUEST |
 //! | `options` | [`ConnectionOptions`]: how a connection presents itself and its limits |
 //! | [`wait`] | [`WaitMode`]: efficient vs low-latency (adaptive spin) |
+//! | `upgrade` | the move to shared memory (§11.4): offer, answer, the switch of each direction |
 //!
 //! The same files, by the same names, make up the engine of the
 //! TypeScript SDK (`ts/src/engine/`), except `wait`: a JavaScript runtime
@@ -27,6 +28,7 @@ mod options;
 mod reader;
 mod serve;
 mod state;
+mod upgrade;
 pub mod wait;
 mod writer;
 

@@ -159,7 +159,11 @@ fn dispatch_all(
         if matches!(frame, Frame::Request { .. } | Frame::Ping { .. }) && core.writer.over_cap() {
             return Ok(Some(frame));
         }
+        let marker = matches!(frame, Frame::Upgraded { .. });
         *delivered |= dispatch(core, service, frame)?;
+        if marker {
+            super::upgrade::after_marker(core, buf)?;
+        }
     }
     Ok(None)
 }
@@ -308,7 +312,7 @@ fn route(core: &Arc<Core>, frame: Frame) -> Result<(), FrameError> {
         }
         Frame::Goaway { last_id, code, message } => on_goaway(core, last_id, code, message),
         Frame::Hello(_) => Err(FrameError::protocol("unexpected second HELLO")),
-        Frame::Upgrade { .. } | Frame::Upgraded { .. } => Err(FrameError::protocol("unexpected upgrade frame")),
+        frame @ (Frame::Upgrade { .. } | Frame::Upgraded { .. }) => super::upgrade::on_frame(core, frame),
     }
 }
 

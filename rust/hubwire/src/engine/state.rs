@@ -39,6 +39,8 @@ pub(crate) struct Core {
     pub(crate) closed: watch::Sender<Option<Error>>,
     /// Signalled when a draining connection runs out of calls.
     pub(crate) idle: Notify,
+    /// The upgrade to shared memory, when both sides can (§11.4).
+    pub(crate) upgrade: std::sync::OnceLock<super::upgrade::Upgrade>,
 }
 
 /// A call this side started, between its REQUEST and its end.
@@ -64,6 +66,7 @@ impl Core {
             low_latency,
             closed: watch::channel(None).0,
             idle: Notify::new(),
+            upgrade: Default::default(),
         }
     }
 

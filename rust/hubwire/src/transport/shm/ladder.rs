@@ -53,6 +53,11 @@ impl Ladder {
         self.write_ring.store(true, Ordering::Release);
     }
 
+    /// Whether reads come from the ring.
+    pub fn reads_ring(&self) -> bool {
+        self.read_ring.load(Ordering::Acquire)
+    }
+
     /// Whether both directions are on shared memory.
     pub fn on_shm(&self) -> bool {
         self.read_ring.load(Ordering::Acquire) && self.write_ring.load(Ordering::Acquire)
