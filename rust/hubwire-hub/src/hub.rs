@@ -198,7 +198,10 @@ pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
     let upstream = ConnectionOptions::new(cfg.hub.name.clone())
         .wait(wait)
         .window(limits.window)
-        .write_queue(limits.write_queue, limits.write_stall_timeout);
+        .write_queue(limits.write_queue, limits.write_stall_timeout)
+        .shm(cfg.hub.shm.on)
+        .shm_ring(cfg.hub.shm.ring);
+    let upstream = ConnectionOptions { shm_max_connections: cfg.hub.shm.max_connections, ..upstream };
     let reaper = tokio::spawn(crate::process::reaper());
     let supervisors = crate::supervise::start(&reg, &upstream);
     let clients = Arc::new(Clients::new(hub_service(&reg, &cfg.hub.name, limits, true), hub_service(&reg, &cfg.hub.name, limits, false)));

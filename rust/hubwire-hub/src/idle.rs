@@ -110,6 +110,33 @@ impl Transport for Watched {
     fn describe(&self) -> String {
         self.inner.describe()
     }
+
+    // Bytes that came through shared memory (§11.4) count as activity too,
+    // and the descriptors of the upgrade pass through.
+    fn note_read(&self, n: usize) {
+        self.activity.read(n);
+        self.inner.note_read(n);
+    }
+
+    fn passes_fds(&self) -> bool {
+        self.inner.passes_fds()
+    }
+
+    fn accept_fds(&self, max: usize) {
+        self.inner.accept_fds(max)
+    }
+
+    fn take_fd(&self) -> Option<std::os::fd::OwnedFd> {
+        self.inner.take_fd()
+    }
+
+    fn try_write_fds(&self, bufs: &[IoSlice<'_>], fds: &[std::os::fd::BorrowedFd<'_>]) -> io::Result<usize> {
+        self.inner.try_write_fds(bufs, fds)
+    }
+
+    fn poll_write_fds(&self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>], fds: &[std::os::fd::BorrowedFd<'_>]) -> Poll<io::Result<usize>> {
+        self.inner.poll_write_fds(cx, bufs, fds)
+    }
 }
 
 /// The hub's service, counting the connection's calls in flight.

@@ -36,7 +36,8 @@ pub fn status_output() -> Value {
             "p50_us": opt_int.clone(),
             "p99_us": opt_int,
             "last_exit": {"type": ["string", "null"]},
-            "stderr": {"type": "array", "items": {"type": "string"}}
+            "stderr": {"type": "array", "items": {"type": "string"}},
+            "shm": {"type": "boolean", "description": "its connection is on shared memory (spec §11.4)"}
         },
         "required": ["index", "state", "restarts", "in_flight", "calls", "errors", "stderr"]
     });
@@ -115,6 +116,7 @@ mod tests {
             p99_us: None,
             last_exit: None,
             stderr: vec![],
+            shm: true,
         };
         let provider = ProviderStatus { name: "p".into(), launch: "exec p".into(), queued: 0, refused: 0, replicas: vec![replica] };
         let status = serde_json::to_value(Status { hub: "h".into(), uptime_ms: 1, providers: vec![provider] }).unwrap();

@@ -93,6 +93,9 @@ pub struct ReplicaStatus {
     pub last_exit: Option<String>,
     /// Its last stderr lines.
     pub stderr: Vec<String>,
+    /// Whether its connection is on shared memory (§11.4).
+    #[serde(default)]
+    pub shm: bool,
 }
 
 /// One routed method.
@@ -146,6 +149,7 @@ pub fn status(reg: &Registry, hub: &str) -> Status {
                         p99_us: us(0.99),
                         last_exit: st.last_exit.as_deref().map(cut),
                         stderr: st.stderr.iter().map(|l| cut(l)).collect(),
+                        shm: st.conn.as_ref().is_some_and(|c| c.on_shared_memory()),
                     }
                 })
                 .collect(),
@@ -210,7 +214,8 @@ pub fn table(s: &Status) -> String {
                 printable(&p.name).into_owned(),
                 format!("{}/{}", r.index + 1, p.replicas.len()),
                 r.pid.map_or("-".into(), |p| p.to_string()),
-                printable(&r.state).into_owned(),
+                // "ready+shm": the replica's connection is on shared memory.
+                if r.shm { format!("{}+shm", printable(&r.state)) } else { printable(&r.state).into_owned() },
                 r.restarts.to_string(),
                 r.in_flight.to_string(),
                 r.calls.to_string(),

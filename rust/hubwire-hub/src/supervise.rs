@@ -47,7 +47,9 @@ pub fn start(reg: &Arc<Registry>, config: &ConnectionOptions) -> Vec<tokio::task
     let mut tasks = Vec::new();
     for p in &reg.providers {
         for r in &p.replicas {
-            tasks.push(tokio::spawn(supervise(reg.clone(), p.clone(), r.clone(), config.clone())));
+            // `shm = false` on the provider keeps it on the socket.
+            let config = config.clone().shm(config.shm && p.config.shm);
+            tasks.push(tokio::spawn(supervise(reg.clone(), p.clone(), r.clone(), config)));
         }
     }
     tasks

@@ -35,7 +35,7 @@ mod writer;
 pub(crate) use calls::{Event, OutSink, StreamIn};
 pub(crate) use credit::RecvWindow;
 pub(crate) use handshake::open;
-pub use options::ConnectionOptions;
+pub use options::{ConnectionOptions, DEFAULT_SHM_MAX_CONNECTIONS, DEFAULT_SHM_RING};
 pub use serve::{Incoming, ServeFuture, Service};
 pub(crate) use state::{Core, Started};
 pub use wait::WaitMode;

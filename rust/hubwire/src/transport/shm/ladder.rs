@@ -88,7 +88,13 @@ impl Transport for Ladder {
     fn try_read(&self, buf: &mut BytesMut) -> io::Result<usize> {
         match self.ring(&self.read_ring) {
             None => self.socket.try_read(buf),
-            Some(l) => l.try_read(buf)?.ok_or_else(would_block),
+            Some(l) => match l.try_read(buf)? {
+                Some(n) => {
+                    self.socket.note_read(n);
+                    Ok(n)
+                }
+                None => Err(would_block()),
+            },
         }
     }
 
@@ -96,6 +102,7 @@ impl Transport for Ladder {
         let Some(l) = self.ring(&self.read_ring) else { return self.socket.poll_read(cx, buf) };
         loop {
             if let Some(n) = l.try_read(buf)? {
+                self.socket.note_read(n);
                 return Poll::Ready(Ok(n));
             }
             // Liveness: the peer's end of the socket.
