@@ -71,6 +71,9 @@ pub enum Transport {
     Tcp,
     /// Through the hubwire hub: client → hub → provider (a hub child).
     Hub,
+    /// A Unix socket to another process, upgraded to shared memory
+    /// (spec §11.4): hubwire, and the shared-memory floor.
+    Shm,
 }
 
 impl Transport {
@@ -83,6 +86,7 @@ impl Transport {
             Transport::Unix => "unix",
             Transport::Tcp => "tcp",
             Transport::Hub => "hub",
+            Transport::Shm => "shm",
         }
     }
 
@@ -237,7 +241,7 @@ impl System {
             // The transports of the gRPC streams, and the hub, which relays
             // a stream's items hop by hop under each hop's credit.
             System::HubwireStreamEfficient | System::HubwireStreamLowLatency => {
-                matches!(t, Unix | Tcp | Hub) && e == Encoding::Raw && not_parallel
+                matches!(t, Unix | Tcp | Hub | Shm) && e == Encoding::Raw && not_parallel
             }
             System::FloorBlocking | System::FloorSpin => t != Hub && e == Encoding::Raw,
             System::SpawnPerCall => t == Pipe && e == Encoding::Raw && !matches!(m, Mode::Pipelined { .. }),

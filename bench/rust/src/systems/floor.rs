@@ -31,6 +31,7 @@ pub fn start(job: &Job, spin: bool) -> io::Result<Box<dyn Target>> {
         }
         Transport::Inproc => Box::new(InProc { spin, payload }),
         Transport::Hub => return Err(io::Error::other("the floor does not go through the hub")),
+        Transport::Shm => return super::shm_floor::start(job, spin),
     })
 }
 

@@ -15,6 +15,7 @@ pub mod hub;
 pub mod hubwire;
 pub mod ipc;
 pub mod jsonrpc;
+pub mod shm_floor;
 pub mod spawn;
 
 use std::io;

@@ -132,6 +132,27 @@ impl Link {
     /// is read; `None`: nothing now. A peer that corrupts the counters is
     /// an `InvalidData` error.
     pub fn try_read(&self, buf: &mut BytesMut) -> io::Result<Option<usize>> {
+        let spare = buf.chunk_mut();
+        // SAFETY: `copy_out` writes at most `spare.len()` bytes there.
+        let r = unsafe { self.copy_out(spare.as_mut_ptr(), spare.len())? };
+        if let Some(n) = r {
+            // SAFETY: exactly n bytes were written above.
+            unsafe { buf.advance_mut(n) };
+        }
+        Ok(r)
+    }
+
+    /// Like [`Link::try_read`], into a slice.
+    pub fn read_into(&self, dst: &mut [u8]) -> io::Result<Option<usize>> {
+        // SAFETY: `dst` has room for `dst.len()` bytes.
+        unsafe { self.copy_out(dst.as_mut_ptr(), dst.len()) }
+    }
+
+    /// Copies up to `room` published bytes to `dst`.
+    ///
+    /// # Safety
+    /// `dst` must be valid for writes of `room` bytes.
+    unsafe fn copy_out(&self, dst: *mut u8, room: usize) -> io::Result<Option<usize>> {
         let c = ctl(&self.seg, self.rx);
         let cap = self.seg.cap(self.rx);
         let written = c.written.load(Ordering::Acquire);
@@ -146,17 +167,14 @@ impl Link {
         if self.read_parked.swap(false, Ordering::Relaxed) {
             c.reader_waiting.store(0, Ordering::Relaxed);
         }
-        let spare = buf.chunk_mut();
-        let n = (avail as usize).min(spare.len());
+        let n = (avail as usize).min(room);
         let start = (read as usize) & (cap - 1);
         let first = n.min(cap - start);
         // SAFETY: bytes [read, read + n) are published (acquire above) and
-        // ours until we store `read`; the destination has room for n.
+        // ours until we store `read`; the caller gives room for n.
         unsafe {
-            let dst = spare.as_mut_ptr();
             std::ptr::copy_nonoverlapping(self.seg.data(self.rx).add(start), dst, first);
             std::ptr::copy_nonoverlapping(self.seg.data(self.rx), dst.add(first), n - first);
-            buf.advance_mut(n);
         }
         c.read.store(read + n as u64, Ordering::Release);
         fence(Ordering::SeqCst);
@@ -237,6 +255,37 @@ impl Link {
             }
         }
         park(&self.room_out, cx)
+    }
+
+    /// The blocking twin of [`Link::poll_readable`] and
+    /// [`Link::poll_writable`], for code without a runtime (the bench's
+    /// floor): parks in `poll(2)` on the eventfd and on `watch` (the
+    /// socket), and fails with `UnexpectedEof` once `watch` is readable or
+    /// hung up (the peer closed it or died).
+    pub fn wait_blocking(&self, readable: bool, watch: std::os::fd::RawFd) -> io::Result<()> {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let (ready, fd) = if readable {
+            (self.poll_readable(&mut cx).is_ready(), self.data_in.get_ref())
+        } else {
+            (self.poll_writable(&mut cx).is_ready(), self.room_out.get_ref())
+        };
+        if ready {
+            return Ok(());
+        }
+        let mut p = [
+            libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: watch, events: libc::POLLIN, revents: 0 },
+        ];
+        // SAFETY: a valid array of two pollfds for the call's duration.
+        if unsafe { libc::poll(p.as_mut_ptr(), 2, -1) } < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::Interrupted { Ok(()) } else { Err(e) };
+        }
+        if p[1].revents != 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        let _ = drain(fd);
+        Ok(())
     }
 
     /// Closes the ring we write: the reader reads end of stream after the
