@@ -99,10 +99,8 @@ impl Pipe for ShmPipe {
         }
     }
 
-    /// Waits for bytes when asked to (the echo's answers also free room),
-    /// else for room.
-    fn wait(&self, readable: bool, _writable: bool) -> io::Result<()> {
-        self.link.wait_blocking(readable, self.sock.as_raw_fd())
+    fn wait(&self, readable: bool, writable: bool) -> io::Result<()> {
+        self.link.wait_blocking(readable, writable, self.sock.as_raw_fd())
     }
 
     /// The rings never block: `frame_io` waits in [`Pipe::wait`].
@@ -176,6 +174,8 @@ mod tests {
             // Larger than a ring: it streams through.
             c.round_trip(&vec![7u8; 600_000]).unwrap();
             c.pipeline(&[1u8; 1000], 256, 5000).unwrap();
+            // Frames of 1 MiB, 4 in flight: the bulk row.
+            c.pipeline(&vec![3u8; 1 << 20], 4, 20).unwrap();
             drop(c);
             let r = server.join().unwrap();
             assert!(r.is_ok(), "the server reads end of stream when the client goes: {r:?}");

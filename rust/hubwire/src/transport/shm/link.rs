@@ -161,7 +161,10 @@ impl Link {
         if avail > cap as u64 {
             return Err(io::Error::new(io::ErrorKind::InvalidData, format!("shared ring: {avail} bytes published in a ring of {cap}")));
         }
-        if avail == 0 {
+        if avail == 0 || room == 0 {
+            if room == 0 && avail > 0 {
+                return Ok(None);
+            }
             return Ok(if c.closed.load(Ordering::Acquire) != 0 && c.written.load(Ordering::Acquire) == read { Some(0) } else { None });
         }
         if self.read_parked.swap(false, Ordering::Relaxed) {
@@ -259,32 +262,42 @@ impl Link {
 
     /// The blocking twin of [`Link::poll_readable`] and
     /// [`Link::poll_writable`], for code without a runtime (the bench's
-    /// floor): parks in `poll(2)` on the eventfd and on `watch` (the
-    /// socket), and fails with `UnexpectedEof` once `watch` is readable or
-    /// hung up (the peer closed it or died).
-    pub fn wait_blocking(&self, readable: bool, watch: std::os::fd::RawFd) -> io::Result<()> {
+    /// floor): waits until bytes may be there (`readable`) or room
+    /// (`writable`), or both, parked in `poll(2)` on the eventfds and on
+    /// `watch` (the socket); fails with `UnexpectedEof` once `watch` is
+    /// readable or hung up (the peer closed it or died).
+    pub fn wait_blocking(&self, readable: bool, writable: bool, watch: std::os::fd::RawFd) -> io::Result<()> {
         let mut cx = Context::from_waker(std::task::Waker::noop());
-        let (ready, fd) = if readable {
-            (self.poll_readable(&mut cx).is_ready(), self.data_in.get_ref())
-        } else {
-            (self.poll_writable(&mut cx).is_ready(), self.room_out.get_ref())
-        };
-        if ready {
-            return Ok(());
+        let mut p = Vec::with_capacity(3);
+        let ends = [(readable, &self.data_in), (writable, &self.room_out)];
+        for (wanted, fd) in ends {
+            if !wanted {
+                continue;
+            }
+            let ready = if std::ptr::eq(fd, &self.data_in) { self.poll_readable(&mut cx) } else { self.poll_writable(&mut cx) };
+            if ready.is_ready() {
+                return Ok(());
+            }
+            p.push(libc::pollfd { fd: fd.get_ref().as_raw_fd(), events: libc::POLLIN, revents: 0 });
         }
-        let mut p = [
-            libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: watch, events: libc::POLLIN, revents: 0 },
-        ];
-        // SAFETY: a valid array of two pollfds for the call's duration.
-        if unsafe { libc::poll(p.as_mut_ptr(), 2, -1) } < 0 {
+        p.push(libc::pollfd { fd: watch, events: libc::POLLIN, revents: 0 });
+        // SAFETY: a valid array of pollfds for the call's duration.
+        if unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, -1) } < 0 {
             let e = io::Error::last_os_error();
             return if e.kind() == io::ErrorKind::Interrupted { Ok(()) } else { Err(e) };
         }
-        if p[1].revents != 0 {
-            return Err(io::ErrorKind::UnexpectedEof.into());
+        if p.last().is_some_and(|w| w.revents != 0) {
+            // The peer has gone: what it published (and its close) is
+            // still read first.
+            let c = ctl(&self.seg, self.rx);
+            let input = c.written.load(Ordering::Acquire) != c.read.load(Ordering::Relaxed) || c.closed.load(Ordering::Acquire) != 0;
+            return if readable && input { Ok(()) } else { Err(io::ErrorKind::UnexpectedEof.into()) };
         }
-        let _ = drain(fd);
+        for (wanted, fd) in ends {
+            if wanted {
+                let _ = drain(fd.get_ref());
+            }
+        }
         Ok(())
     }
 
