@@ -99,6 +99,7 @@ pub const STEP_KINDS: &[&str] = &[
     "close",
     "end_stream",
     "check_alive",
+    "offer_upgrade",
 ];
 
 impl Case {

@@ -207,6 +207,8 @@ pub fn build(spec: &Value, vars: &Vars) -> Result<Bytes, String> {
             code: code_of(m)?,
             message: field(m, "message").and_then(Value::as_str).unwrap_or("").into(),
         },
+        "upgrade" => Frame::Upgrade { mechanism: field(m, "mechanism").and_then(Value::as_str).unwrap_or("shm").into() },
+        "upgraded" => Frame::Upgraded { code: code_of(m)?, message: field(m, "message").and_then(Value::as_str).unwrap_or("").into() },
         other => return Err(format!("unknown frame type {other:?}")),
     };
     patch_version(patch_code(frame.to_bytes(), m)?, m)
@@ -236,6 +238,8 @@ pub fn type_name(f: &Frame) -> &'static str {
         Frame::Ping { .. } => "ping",
         Frame::Pong { .. } => "pong",
         Frame::Goaway { .. } => "goaway",
+        Frame::Upgrade { .. } => "upgrade",
+        Frame::Upgraded { .. } => "upgraded",
     }
 }
 
@@ -280,6 +284,13 @@ pub fn describe(f: &Frame) -> (Map<String, Value>, Option<(Bytes, Codec)>) {
         }
         Frame::Goaway { last_id, code, message } => {
             m.insert("last_id".into(), json!(last_id));
+            m.insert("code".into(), code.name().into());
+            m.insert("message".into(), json!(message));
+        }
+        Frame::Upgrade { mechanism } => {
+            m.insert("mechanism".into(), json!(mechanism));
+        }
+        Frame::Upgraded { code, message } => {
             m.insert("code".into(), code.name().into());
             m.insert("message".into(), json!(message));
         }

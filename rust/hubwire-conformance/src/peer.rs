@@ -68,6 +68,19 @@ impl Peer {
         Ok(())
     }
 
+    /// Sends one frame at the start of its own write with `fds` attached
+    /// (`SCM_RIGHTS`, spec §11.4): the upgrade's offer.
+    pub async fn send_with_fds(&self, bytes: &[u8], fds: &[std::os::fd::BorrowedFd<'_>]) -> Result<(), String> {
+        let slice = [IoSlice::new(bytes)];
+        let n = poll_fn(|cx| self.t.poll_write_fds(cx, &slice, fds)).await.map_err(|e| format!("send with descriptors failed: {e}"))?;
+        self.send(&bytes[n..]).await
+    }
+
+    /// Whether descriptors can travel on this connection (a Unix socket).
+    pub fn passes_fds(&self) -> bool {
+        self.t.passes_fds()
+    }
+
     /// Whether a send gave up because the testee stopped reading without
     /// closing the connection.
     pub fn stalled(&self) -> bool {

@@ -42,6 +42,8 @@ struct Run<'a> {
     /// Where the testee listens (provider role, unix/tcp).
     address: Option<String>,
     wait: Duration,
+    /// The testee's HELLO lists `"shm"` (spec §11.4).
+    testee_lists_shm: bool,
 }
 
 /// Runs `case` against `testee` on `transport`. `vars` holds what the
@@ -55,7 +57,7 @@ pub async fn run_case(testee: &Testee, case: &Case, transport: &str, wait: Durat
         Ok(Err(e)) => return Err(with_logs(e, &running)),
         Err(_) => return Err(with_logs("timed out setting up the connection".into(), &running)),
     };
-    let mut run = Run { case, transport, peer, testee: running, vars, address, wait };
+    let mut run = Run { case, transport, peer, testee: running, vars, address, wait, testee_lists_shm: false };
     let result = run.all().await;
     result.map_err(|e| with_logs(e, &run.testee))
 }
@@ -254,6 +256,7 @@ impl Run<'_> {
                 Ok(())
             }
             "check_alive" => self.check_alive().await,
+            "offer_upgrade" => crate::upgrade::offer(&mut self.peer, arg, self.testee_lists_shm, self.wait).await,
             other => Err(format!("unknown step {other}")),
         }
     }
@@ -307,6 +310,9 @@ impl Run<'_> {
                 Read::Frame(f) => {
                     if self.ignored(&f, wanted).await? {
                         continue;
+                    }
+                    if let hubwire_frame::Frame::Hello(h) = &f {
+                        self.testee_lists_shm = h.upgrade.iter().any(|m| m == "shm");
                     }
                     return pattern::check(m, &f, &mut self.vars)
                         .map_err(|e| format!("{e}\n      expected {}\n      got      {}", Value::Object(m.clone()), pattern::show(&f)));
