@@ -16,6 +16,7 @@
 //! | `options` | [`ConnectionOptions`]: how a connection presents itself and its limits |
 //! | [`wait`] | [`WaitMode`]: efficient vs low-latency (adaptive spin) |
 //! | `upgrade` | the move to shared memory (§11.4): offer, answer, the switch of each direction |
+//! | `upgrade_state` | where one connection's upgrade stands (kept on its `Core`) |
 //!
 //! The same files, by the same names, make up the engine of the
 //! TypeScript SDK (`ts/src/engine/`), except `wait`: a JavaScript runtime
@@ -29,6 +30,7 @@ mod reader;
 mod serve;
 mod state;
 mod upgrade;
+mod upgrade_state;
 pub mod wait;
 mod writer;
 

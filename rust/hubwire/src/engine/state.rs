@@ -40,7 +40,7 @@ pub(crate) struct Core {
     /// Signalled when a draining connection runs out of calls.
     pub(crate) idle: Notify,
     /// The upgrade to shared memory, when both sides can (§11.4).
-    pub(crate) upgrade: std::sync::OnceLock<super::upgrade::Upgrade>,
+    pub(crate) upgrade: std::sync::OnceLock<super::upgrade_state::Upgrade>,
 }
 
 /// A call this side started, between its REQUEST and its end.

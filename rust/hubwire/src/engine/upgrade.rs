@@ -20,6 +20,7 @@ use tokio::sync::watch;
 
 use super::options::ConnectionOptions;
 use super::state::Core;
+use super::upgrade_state::{Phase, Upgrade};
 use crate::transport::shm::link::{self, Link};
 use crate::transport::shm::segment::Segment;
 use crate::transport::shm::{Budget, Ladder};
@@ -30,30 +31,6 @@ pub(crate) const SHM: &str = "shm";
 
 /// Descriptors an offer carries: the memfd and four eventfds.
 const OFFER_FDS: usize = 5;
-
-/// Where one connection's upgrade stands.
-enum Phase {
-    /// Both sides can; nothing offered yet.
-    Idle,
-    /// Dialer: UPGRADE sent, its link ready for the answer.
-    Offered(Link),
-    /// Acceptor: UPGRADED `ok` sent (or being sent); the dialer's marker
-    /// is still to come.
-    Accepted,
-    /// Both directions on the ring, or refused: nothing more may come.
-    Settled,
-}
-
-/// One connection's upgrade.
-pub(crate) struct Upgrade {
-    ladder: Arc<Ladder>,
-    phase: Mutex<Phase>,
-    ring: usize,
-    max_connections: usize,
-    /// `Some(true)` once both directions are on shared memory,
-    /// `Some(false)` once the connection will stay on the socket.
-    settled: watch::Sender<Option<bool>>,
-}
 
 /// Wraps `transport` in a [`Ladder`] when the upgrade is switched on and
 /// descriptors can pass on it; the acceptor then keeps the descriptors of
