@@ -24,6 +24,7 @@ use hubwire::transport::shm::segment::Segment;
 use hubwire::transport::shm::Budget;
 
 use super::endpoint::Listening;
+use super::floor::FloorClient;
 use crate::client::Client;
 use crate::frame_io::{FrameIo, Pipe};
 use crate::model::{Job, Transport};
@@ -127,26 +128,11 @@ struct Remote {
 impl Target for Remote {
     fn connect(&self) -> io::Result<Box<dyn Client>> {
         let io = FrameIo::on(ShmPipe::offer(self.server.addr.connect()?)?, self.spin)?;
-        Ok(Box::new(ShmFloorClient { io, payload: self.payload.clone() }))
+        Ok(Box::new(FloorClient { io, payload: self.payload.clone(), _peer: None }))
     }
 
     fn peers(&self) -> Vec<u32> {
         vec![self.server.pid()]
-    }
-}
-
-struct ShmFloorClient {
-    io: FrameIo<ShmPipe>,
-    payload: Bytes,
-}
-
-impl Client for ShmFloorClient {
-    fn call(&mut self) -> io::Result<()> {
-        self.io.round_trip(&self.payload)
-    }
-
-    fn pipeline(&mut self, window: usize, calls: u64) -> io::Result<()> {
-        self.io.pipeline(&self.payload, window, calls)
     }
 }
 
