@@ -1,7 +1,8 @@
 //! The floor's wire: frames of a `u32` LE length and the bytes, over any
-//! pair of file descriptors (a socket twice, or two pipes), read through a
-//! buffer, one `write` per batch. Blocking, or spinning on non-blocking
-//! reads for up to 50 µs before `poll(2)` (the same budget as hubwire's
+//! [`Pipe`] — a pair of file descriptors (a socket twice, or two pipes),
+//! or the rings of a shared-memory segment (`shm_floor.rs`) — read through
+//! a buffer, one `write` per batch. Blocking, or spinning on non-blocking
+//! reads for up to 50 µs before waiting (the same budget as hubwire's
 //! low-latency mode).
 
 use std::fs::File;
@@ -12,10 +13,54 @@ use std::time::{Duration, Instant};
 /// How long the spinning floor spins before it blocks.
 pub const SPIN: Duration = Duration::from_micros(50);
 
-/// One end of a framed byte stream.
-pub struct FrameIo {
+/// A byte stream the floor's frames travel on.
+pub trait Pipe {
+    /// One read; `WouldBlock` when nothing is there and the pipe does not
+    /// block; `Ok(0)` at end of stream.
+    fn read(&self, buf: &mut [u8]) -> io::Result<usize>;
+    /// One write of a prefix of `buf`; `WouldBlock` when full.
+    fn write(&self, buf: &[u8]) -> io::Result<usize>;
+    /// Waits until a read (`readable`) or a write (`writable`) may move.
+    fn wait(&self, readable: bool, writable: bool) -> io::Result<()>;
+    /// Whether reads and writes return `WouldBlock` instead of blocking.
+    fn set_nonblocking(&self, on: bool) -> io::Result<()>;
+}
+
+/// A read and a write descriptor (the same socket twice is fine).
+pub struct FdPipe {
     r: File,
     w: File,
+}
+
+impl Pipe for FdPipe {
+    fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        (&self.r).read(buf)
+    }
+
+    fn write(&self, buf: &[u8]) -> io::Result<usize> {
+        (&self.w).write(buf)
+    }
+
+    fn wait(&self, readable: bool, writable: bool) -> io::Result<()> {
+        let mut fds = Vec::with_capacity(2);
+        if readable {
+            fds.push((self.r.as_raw_fd(), libc::POLLIN));
+        }
+        if writable {
+            fds.push((self.w.as_raw_fd(), libc::POLLOUT));
+        }
+        poll(&fds).map(drop)
+    }
+
+    fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        set_nonblocking(&self.r, on)?;
+        set_nonblocking(&self.w, on)
+    }
+}
+
+/// One end of a framed byte stream.
+pub struct FrameIo<P: Pipe = FdPipe> {
+    pipe: P,
     spin: bool,
     rbuf: Vec<u8>,
     start: usize,
@@ -58,16 +103,21 @@ impl FrameIo {
     /// Non-blocking when spinning; the pipelined client makes them
     /// non-blocking for its own loop either way.
     pub fn new(r: OwnedFd, w: OwnedFd, spin: bool) -> io::Result<FrameIo> {
-        let (r, w) = (File::from(r), File::from(w));
-        set_nonblocking(&r, spin)?;
-        set_nonblocking(&w, spin)?;
-        Ok(FrameIo { r, w, spin, rbuf: vec![0; 256 * 1024], start: 0, end: 0, wbuf: Vec::with_capacity(64 * 1024), woff: 0 })
+        FrameIo::on(FdPipe { r: File::from(r), w: File::from(w) }, spin)
     }
 
     /// One socket used both ways.
     pub fn socket(s: OwnedFd, spin: bool) -> io::Result<FrameIo> {
         let w = s.try_clone()?;
         FrameIo::new(s, w, spin)
+    }
+}
+
+impl<P: Pipe> FrameIo<P> {
+    /// Frames over `pipe`.
+    pub fn on(pipe: P, spin: bool) -> io::Result<FrameIo<P>> {
+        pipe.set_nonblocking(spin)?;
+        Ok(FrameIo { pipe, spin, rbuf: vec![0; 256 * 1024], start: 0, end: 0, wbuf: Vec::with_capacity(64 * 1024), woff: 0 })
     }
 
     /// One `read` of whatever is there (after spinning, in spin mode);
@@ -82,7 +132,7 @@ impl FrameIo {
         }
         let mut deadline = None;
         loop {
-            match (&self.r).read(&mut self.rbuf[self.end..]) {
+            match self.pipe.read(&mut self.rbuf[self.end..]) {
                 Ok(n) => {
                     self.end += n;
                     return Ok(n);
@@ -99,7 +149,7 @@ impl FrameIo {
                             continue;
                         }
                     }
-                    poll(&[(self.r.as_raw_fd(), libc::POLLIN)])?;
+                    self.pipe.wait(true, false)?;
                 }
                 Err(e) => return Err(e),
             }
@@ -145,7 +195,7 @@ impl FrameIo {
     /// Returns whether everything went.
     fn flush(&mut self, nowait: bool) -> io::Result<bool> {
         while self.woff < self.wbuf.len() {
-            match (&self.w).write(&self.wbuf[self.woff..]) {
+            match self.pipe.write(&self.wbuf[self.woff..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => self.woff += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -153,7 +203,7 @@ impl FrameIo {
                     if nowait {
                         return Ok(false);
                     }
-                    poll(&[(self.w.as_raw_fd(), libc::POLLOUT)])?;
+                    self.pipe.wait(false, true)?;
                 }
                 Err(e) => return Err(e),
             }
@@ -194,11 +244,9 @@ impl FrameIo {
     /// thread: non-blocking writes of every frame the window allows, reads
     /// of every answer there is, `poll` (or a spin) when neither moves.
     pub fn pipeline(&mut self, payload: &[u8], window: usize, calls: u64) -> io::Result<()> {
-        set_nonblocking(&self.r, true)?;
-        set_nonblocking(&self.w, true)?;
+        self.pipe.set_nonblocking(true)?;
         let r = self.pipeline_nb(payload, window as u64, calls);
-        set_nonblocking(&self.r, self.spin)?;
-        set_nonblocking(&self.w, self.spin)?;
+        self.pipe.set_nonblocking(self.spin)?;
         r
     }
 
@@ -236,11 +284,7 @@ impl FrameIo {
                 std::hint::spin_loop();
                 continue;
             }
-            let mut fds = vec![(self.r.as_raw_fd(), libc::POLLIN)];
-            if !self.wbuf.is_empty() {
-                fds.push((self.w.as_raw_fd(), libc::POLLOUT));
-            }
-            poll(&fds)?;
+            self.pipe.wait(true, !self.wbuf.is_empty())?;
             idle_since = None;
         }
         Ok(())

@@ -77,6 +77,9 @@ pub enum Transport {
     HubDirect,
     /// Through the run's local `nats-server` (`spec/PROTOCOL.md` §13).
     Nats,
+    /// A Unix socket to another process, upgraded to shared memory
+    /// (spec §11.4): hubwire, and the shared-memory floor.
+    Shm,
 }
 
 impl Transport {
@@ -91,6 +94,7 @@ impl Transport {
             Transport::Hub => "hub",
             Transport::HubDirect => "hub-direct",
             Transport::Nats => "nats",
+            Transport::Shm => "shm",
         }
     }
 
@@ -281,7 +285,7 @@ impl System {
             // The transports of the gRPC streams, and the hub, which relays
             // a stream's items hop by hop under each hop's credit.
             System::HubwireStreamEfficient | System::HubwireStreamLowLatency => {
-                matches!(t, Unix | Tcp | Hub | HubDirect) && e == Encoding::Raw && not_parallel
+                matches!(t, Unix | Tcp | Hub | HubDirect | Shm) && e == Encoding::Raw && not_parallel
             }
             System::FloorBlocking | System::FloorSpin => !matches!(t, Hub | HubDirect) && e == Encoding::Raw,
             System::SpawnPerCall => t == Pipe && e == Encoding::Raw && !matches!(m, Mode::Pipelined { .. }),

@@ -13,13 +13,13 @@ use std::path::PathBuf;
 use clap::Parser;
 
 use crate::serve::Listen;
-use crate::systems::{floor, grpc, http, hubwire, ipc, jsonrpc, nats, spawn};
+use crate::systems::{floor, grpc, http, hubwire, ipc, jsonrpc, nats, shm_floor, spawn};
 
 /// bench-peer: the server side of one benchmarked system.
 #[derive(Parser, Debug)]
 #[command(name = "bench-peer")]
 pub struct Args {
-    /// floor, hubwire, http1, tonic, jsonrpc, spawn-echo, ipc-bytes, ipc-serde, nats-echo
+    /// floor, shm-floor, hubwire, http1, tonic, jsonrpc, spawn-echo, ipc-bytes, ipc-serde, nats-echo
     pub system: String,
     /// floor: spin up to 50 µs before blocking.
     #[arg(long)]
@@ -27,6 +27,9 @@ pub struct Args {
     /// hubwire: efficient or low-latency.
     #[arg(long, default_value = "efficient")]
     pub wait: String,
+    /// hubwire: accept the upgrade to shared memory (spec §11.4).
+    #[arg(long)]
+    pub shm: bool,
     /// Listen on this Unix socket path.
     #[arg(long)]
     pub unix: Option<PathBuf>,
@@ -88,7 +91,8 @@ pub fn main() {
 fn serve(args: &Args, system: &str) -> io::Result<()> {
     match system {
         "floor" => args.needs_listen().and_then(|l| floor::serve(l, args.spin)),
-        "hubwire" => hubwire::serve(args.listen(), &args.wait),
+        "shm-floor" => args.needs_listen().and_then(|l| shm_floor::serve(l, args.spin)),
+        "hubwire" => hubwire::serve(args.listen(), &args.wait, args.shm),
         "http1" => args.needs_listen().and_then(http::serve),
         "tonic" => args.needs_listen().and_then(grpc::serve),
         "jsonrpc" => jsonrpc::serve(),

@@ -302,6 +302,7 @@ pub fn check(res: &Results) -> Vec<TargetCheck> {
         ));
     }
     out.extend(nats(res));
+    out.extend(shm(res));
     out
 }
 
@@ -338,5 +339,67 @@ fn nats(res: &Results) -> Vec<TargetCheck> {
         |r| r.calls_per_s,
         |a, b| format!("hubwire {:.1} k items/s, publish loop {:.1} k items/s", a / 1e3, b / 1e3),
     ));
+    out
+}
+
+/// Issue 16's targets: hubwire upgraded to shared memory (transport
+/// `shm`, spec §11.4) against the socket rows and floors of the same run.
+fn shm(res: &Results) -> Vec<TargetCheck> {
+    let seq = "sequential";
+    let rtt = |system: &str, transport: &str| find(res, "rtt", system, transport, "small", "raw", seq);
+    let low = rtt("hubwire-low-latency", "shm");
+    let mut out = vec![
+        match low {
+            Some(r) => TargetCheck {
+                target: "One in flight, shared memory, low-latency: ≤ 1 µs p50".into(),
+                measured: format!("hubwire {:.2} µs (p50)", p50(r)),
+                ratio: Some(p50(r)),
+                limit: "≤ 1 (µs)".into(),
+                met: Some(p50(r) <= 1.0),
+            },
+            None => TargetCheck {
+                target: "One in flight, shared memory, low-latency: ≤ 1 µs p50".into(),
+                measured: "not measured in this run".into(),
+                ratio: None,
+                limit: "≤ 1 (µs)".into(),
+                met: None,
+            },
+        },
+        at_least(
+            "One in flight, shared memory, low-latency: ≥ 4× faster than the spinning Unix floor",
+            rtt("floor-spin", "unix"),
+            low,
+            4.0,
+            p50,
+            |a, b| format!("spinning Unix floor {a:.2} µs, hubwire on shared memory {b:.2} µs (p50)"),
+        ),
+        at_most(
+            "One in flight, shared memory, efficient: no slower than efficient on the Unix socket",
+            rtt("hubwire-efficient", "shm"),
+            rtt("hubwire-efficient", "unix"),
+            1.0,
+            p50,
+            |a, b| format!("shared memory {a:.1} µs, Unix socket {b:.1} µs (p50)"),
+        ),
+    ];
+    let modes = ["hubwire-efficient", "hubwire-low-latency"];
+    out.push(at_least(
+        "Pipelined 16 B calls, shared memory: ≥ 2× hubwire's rate on the Unix socket",
+        best(res, "pipelined", &modes, "shm", "b16"),
+        best(res, "pipelined", &modes, "unix", "b16"),
+        2.0,
+        |r| r.calls_per_s,
+        |a, b| format!("shared memory {:.2} M/s, Unix socket {:.2} M/s (best window and mode of each)", a / 1e6, b / 1e6),
+    ));
+    for (mode, floor) in [("efficient", "blocking"), ("low-latency", "spin")] {
+        out.push(at_least(
+            &format!("Bulk 1 MiB raw, shared memory, {mode}: ≥ 3× the {floor} Unix floor's bandwidth"),
+            find(res, "bulk", &format!("hubwire-{mode}"), "shm", "m1", "raw", "window 4"),
+            find(res, "bulk", &format!("floor-{floor}"), "unix", "m1", "raw", "window 4"),
+            3.0,
+            |r| r.mb_per_s,
+            |a, b| format!("hubwire on shared memory {a:.0} MB/s, Unix floor {b:.0} MB/s"),
+        ));
+    }
     out
 }

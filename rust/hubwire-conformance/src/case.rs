@@ -100,6 +100,7 @@ pub const STEP_KINDS: &[&str] = &[
     "end_stream",
     "check_alive",
     "hand_over",
+    "offer_upgrade",
 ];
 
 impl Case {

@@ -8,6 +8,7 @@
 //! * [`testee`] starts the implementation under test and speaks the
 //!   control protocol with it.
 //! * [`run`] executes one case on one transport.
+//! * [`upgrade`] offers the upgrade to shared memory (spec §11.4).
 //! * [`report`] keeps the known-failing lists and prints the summary.
 
 pub mod case;
@@ -16,3 +17,4 @@ pub mod peer;
 pub mod report;
 pub mod run;
 pub mod testee;
+pub mod upgrade;

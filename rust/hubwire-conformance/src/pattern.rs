@@ -207,6 +207,8 @@ pub fn build(spec: &Value, vars: &Vars) -> Result<Bytes, String> {
             code: code_of(m)?,
             message: field(m, "message").and_then(Value::as_str).unwrap_or("").into(),
         },
+        "upgrade" => Frame::Upgrade { mechanism: field(m, "mechanism").and_then(Value::as_str).unwrap_or("shm").into() },
+        "upgraded" => Frame::Upgraded { code: code_of(m)?, message: field(m, "message").and_then(Value::as_str).unwrap_or("").into() },
         // The direct path (spec §14.2): the body as given.
         "direct" => Frame::Direct(Box::new(
             serde_json::from_value(field(m, "body").cloned().unwrap_or_default()).map_err(|e| format!("direct body: {e}"))?,
@@ -243,6 +245,8 @@ pub fn type_name(f: &Frame) -> &'static str {
         Frame::Ping { .. } => "ping",
         Frame::Pong { .. } => "pong",
         Frame::Goaway { .. } => "goaway",
+        Frame::Upgrade { .. } => "upgrade",
+        Frame::Upgraded { .. } => "upgraded",
         Frame::Direct(_) => "direct",
         Frame::Accept(_) => "accept",
     }
@@ -289,6 +293,13 @@ pub fn describe(f: &Frame) -> (Map<String, Value>, Option<(Bytes, Codec)>) {
         }
         Frame::Goaway { last_id, code, message } => {
             m.insert("last_id".into(), json!(last_id));
+            m.insert("code".into(), code.name().into());
+            m.insert("message".into(), json!(message));
+        }
+        Frame::Upgrade { mechanism } => {
+            m.insert("mechanism".into(), json!(mechanism));
+        }
+        Frame::Upgraded { code, message } => {
             m.insert("code".into(), code.name().into());
             m.insert("message".into(), json!(message));
         }

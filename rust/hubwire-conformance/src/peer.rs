@@ -68,17 +68,27 @@ impl Peer {
         Ok(())
     }
 
-    /// Sends `frame` with `fd` attached to its first byte (`SCM_RIGHTS`,
-    /// spec §14.2).
-    pub async fn send_with_fd(&self, frame: &[u8], fd: std::os::fd::BorrowedFd<'_>) -> Result<(), String> {
+    /// Sends `frame` at the start of its own write with `fds` attached to
+    /// its first byte (`SCM_RIGHTS`): the upgrade's offer (spec §11.4), an
+    /// ACCEPT (§14.2).
+    pub async fn send_with_fds(&self, frame: &[u8], fds: &[std::os::fd::BorrowedFd<'_>]) -> Result<(), String> {
         let slice = [IoSlice::new(frame)];
-        let n = tokio::time::timeout(SEND_STALL, poll_fn(|cx| self.t.poll_write_fds(cx, &slice, &[fd])))
+        let n = tokio::time::timeout(SEND_STALL, poll_fn(|cx| self.t.poll_write_fds(cx, &slice, fds)))
             .await
             .map_err(|_| "the testee stopped reading".to_string())?
-            .map_err(|e| format!("send with a descriptor failed: {e}"))?;
+            .map_err(|e| format!("send with descriptors failed: {e}"))?;
         self.send(&frame[n..]).await
     }
 
+    /// [`Peer::send_with_fds`] with one descriptor.
+    pub async fn send_with_fd(&self, frame: &[u8], fd: std::os::fd::BorrowedFd<'_>) -> Result<(), String> {
+        self.send_with_fds(frame, &[fd]).await
+    }
+
+    /// Whether descriptors can travel on this connection (a Unix socket).
+    pub fn passes_fds(&self) -> bool {
+        self.t.passes_fds()
+    }
     /// Whether a send gave up because the testee stopped reading without
     /// closing the connection.
     pub fn stalled(&self) -> bool {

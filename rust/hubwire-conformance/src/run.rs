@@ -60,6 +60,8 @@ struct Run<'a> {
     wait: Duration,
     /// The testee's HELLO said `direct` (spec §14.1).
     testee_direct: bool,
+    /// The testee's HELLO lists `"shm"` (spec §11.4).
+    testee_lists_shm: bool,
 }
 
 /// Runs `case` against `testee` on `transport`. `vars` holds what the
@@ -73,7 +75,7 @@ pub async fn run_case(testee: &Testee, case: &Case, transport: &str, wait: Durat
         Ok(Err(e)) => return Err(with_logs(e, &running)),
         Err(_) => return Err(with_logs("timed out setting up the connection".into(), &running)),
     };
-    let mut run = Run { case, transport, peer, testee: running, vars, address, wait, testee_direct: false };
+    let mut run = Run { case, transport, peer, testee: running, vars, address, wait, testee_direct: false, testee_lists_shm: false };
     let result = run.all().await;
     result.map_err(|e| with_logs(e, &run.testee))
 }
@@ -297,6 +299,7 @@ impl Run<'_> {
             }
             "check_alive" => self.check_alive().await,
             "hand_over" => self.hand_over().await,
+            "offer_upgrade" => crate::upgrade::offer(&mut self.peer, arg, self.testee_lists_shm, self.wait).await,
             other => Err(format!("unknown step {other}")),
         }
     }
@@ -353,6 +356,7 @@ impl Run<'_> {
                     }
                     if let hubwire_frame::Frame::Hello(h) = &f {
                         self.testee_direct = h.direct.is_some();
+                        self.testee_lists_shm = h.upgrade.iter().any(|m| m == "shm");
                     }
                     return pattern::check(m, &f, &mut self.vars)
                         .map_err(|e| format!("{e}\n      expected {}\n      got      {}", Value::Object(m.clone()), pattern::show(&f)));

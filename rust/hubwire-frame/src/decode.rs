@@ -158,6 +158,20 @@ fn parse_body(h: &[u8], mut body: Bytes) -> Result<Frame, FrameError> {
             }
             Frame::Goaway { last_id: call_id, code, message }
         }
+        FrameType::Upgrade => {
+            let mlen = if body.is_empty() { 0 } else { body.get_u8() as usize };
+            if mlen == 0 || mlen != body.len() {
+                return Err(FrameError::protocol(format!("Upgrade mechanism length {mlen} with {} bytes left in the body", body.len())));
+            }
+            Frame::Upgrade { mechanism: utf8(body, "mechanism")? }
+        }
+        FrameType::Upgraded => {
+            let (code, message) = status(&mut body, ty)?;
+            if !body.is_empty() {
+                return Err(FrameError::protocol(format!("Upgraded has {} bytes after its message", body.len())));
+            }
+            Frame::Upgraded { code, message }
+        }
         FrameType::Item => Frame::Item { call_id, codec, payload: body },
         FrameType::End => {
             exact(&body, 0)?;

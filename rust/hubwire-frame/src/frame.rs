@@ -51,6 +51,10 @@ pub enum FrameType {
     Pong = 0x09,
     /// The sender is draining or closing.
     Goaway = 0x0A,
+    /// The dialer offers to move the connection (§11.4).
+    Upgrade = 0x0B,
+    /// The answer to an UPGRADE, and each side's last frame on the socket.
+    Upgraded = 0x0C,
     /// A hub tells a client of a direct connection (§14.2).
     Direct = 0x0D,
     /// A hub hands a replica a connection to serve (§14.2).
@@ -72,6 +76,8 @@ impl FrameType {
             0x08 => Ping,
             0x09 => Pong,
             0x0A => Goaway,
+            0x0B => Upgrade,
+            0x0C => Upgraded,
             0x0D => Direct,
             0x0E => Accept,
             _ => return None,
@@ -81,7 +87,16 @@ impl FrameType {
     /// Whether `call_id` must be 0 (connection-level frames). GOAWAY is
     /// neither: its `call_id` is the last id seen.
     pub(crate) fn connection_level(self) -> bool {
-        matches!(self, FrameType::Hello | FrameType::Ping | FrameType::Pong | FrameType::Direct | FrameType::Accept)
+        matches!(
+            self,
+            FrameType::Hello
+                | FrameType::Ping
+                | FrameType::Pong
+                | FrameType::Upgrade
+                | FrameType::Upgraded
+                | FrameType::Direct
+                | FrameType::Accept
+        )
     }
 
     /// Whether the type exists only between peers that both sent `direct`
@@ -255,6 +270,20 @@ pub enum Frame {
         /// Human-readable detail.
         message: String,
     },
+    /// The dialer offers to move the byte stream to `mechanism` (§11.4);
+    /// its descriptors travel beside the frame, not in it.
+    Upgrade {
+        /// `shm`: 1–255 bytes of ASCII.
+        mechanism: String,
+    },
+    /// Accepts (`Code::Ok`, and the sender's last frame on the socket) or
+    /// refuses an UPGRADE (§11.4.2).
+    Upgraded {
+        /// `ok`, or why the offer was refused.
+        code: Code,
+        /// Human-readable detail, empty on `ok`.
+        message: String,
+    },
     /// A direct connection for the client (§14.3).
     Direct(Box<DirectOffer>),
     /// A connection for the replica to serve (§14.4).
@@ -275,6 +304,8 @@ impl Frame {
             Frame::Ping { .. } => FrameType::Ping,
             Frame::Pong { .. } => FrameType::Pong,
             Frame::Goaway { .. } => FrameType::Goaway,
+            Frame::Upgrade { .. } => FrameType::Upgrade,
+            Frame::Upgraded { .. } => FrameType::Upgraded,
             Frame::Direct(_) => FrameType::Direct,
             Frame::Accept(_) => FrameType::Accept,
         }
@@ -317,6 +348,17 @@ impl Frame {
             Frame::Goaway { last_id, code, message } => {
                 let message = clip_message(message);
                 put_header(dst, FrameType::Goaway, 0, 0, *last_id, 3 + message.len());
+                put_status(dst, *code, message);
+            }
+            Frame::Upgrade { mechanism } => {
+                debug_assert!(!mechanism.is_empty() && mechanism.len() <= 255);
+                put_header(dst, FrameType::Upgrade, 0, 0, 0, 1 + mechanism.len());
+                dst.put_u8(mechanism.len() as u8);
+                dst.put_slice(mechanism.as_bytes());
+            }
+            Frame::Upgraded { code, message } => {
+                let message = clip_message(message);
+                put_header(dst, FrameType::Upgraded, 0, 0, 0, 3 + message.len());
                 put_status(dst, *code, message);
             }
             Frame::Direct(o) => put_json(dst, FrameType::Direct, &**o),

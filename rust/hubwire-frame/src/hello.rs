@@ -76,6 +76,10 @@ pub struct Hello {
     /// The dialer's credential (§4.4); an acceptor never sends one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<Token>,
+    /// Transports the sender can move the connection to after the
+    /// handshake (§11.4): `shm`. Unknown names are kept and ignored.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upgrade: Vec<String>,
     /// The direct path through a hub (`spec/PROTOCOL.md` §14.1): the
     /// version of it the sender implements (1), or `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -133,6 +137,7 @@ impl Hello {
             max_calls: DEFAULT_MAX_CALLS,
             methods: Vec::new(),
             token: None,
+            upgrade: Vec::new(),
             direct: None,
         }
     }
@@ -214,7 +219,7 @@ impl Hello {
 /// this does not recognize are left for the typed parse to refuse.
 fn normalize(v: &mut Value) -> Result<(), String> {
     let Some(top) = v.as_object_mut() else { return Ok(()) };
-    drop_nulls(top, &["max_frame", "window", "max_calls", "methods", "direct"]);
+    drop_nulls(top, &["max_frame", "window", "max_calls", "methods", "upgrade", "direct"]);
     for k in ["max_frame", "window", "max_calls", "direct"] {
         top.get_mut(k).map(integral);
     }

@@ -153,6 +153,8 @@ fn frame_from_json(f: &Value) -> Frame {
         "goaway" => {
             Frame::Goaway { last_id: u32_of(f, "last_id"), code: code_named(str_of(f, "code")), message: str_of(f, "message").to_owned() }
         }
+        "upgrade" => Frame::Upgrade { mechanism: str_of(f, "mechanism").to_owned() },
+        "upgraded" => Frame::Upgraded { code: code_named(str_of(f, "code")), message: str_of(f, "message").to_owned() },
         "direct" => Frame::Direct(Box::new(serde_json::from_value(f["body"].clone()).expect("direct body"))),
         "accept" => Frame::Accept(serde_json::from_value(f["body"].clone()).expect("accept body")),
         other => panic!("unknown frame type {other:?}"),
@@ -182,6 +184,8 @@ fn frame_to_json(f: &Frame) -> Value {
         Frame::Goaway { last_id, code, message } => json!({
             "type": "goaway", "last_id": last_id, "code": code.name(), "message": message,
         }),
+        Frame::Upgrade { mechanism } => json!({"type": "upgrade", "mechanism": mechanism}),
+        Frame::Upgraded { code, message } => json!({"type": "upgraded", "code": code.name(), "message": message}),
         Frame::Direct(o) => json!({"type": "direct", "body": serde_json::to_value(o).expect("direct to json")}),
         Frame::Accept(a) => json!({"type": "accept", "body": serde_json::to_value(a).expect("accept to json")}),
     }
@@ -526,4 +530,19 @@ fn codecs() {
     failures.extend(run_cases("codecs.json bin", cases(&doc, "bin"), check_bin_case));
     failures.extend(run_cases("codecs.json json_numbers", cases(&doc, "json_numbers"), check_json_number));
     assert_none_failed(failures);
+}
+
+/// The upgrade's frames (§11.4): decode and encode, and the bytes to refuse.
+/// The segment cases are checked by the runtime's `transport/shm` tests.
+#[test]
+fn upgrade_frames() {
+    let doc = load("upgrade.json");
+    run_all("upgrade.json cases", cases(&doc, "cases"), check_frame_case);
+    run_all("upgrade.json reject", cases(&doc, "reject"), |case| {
+        let mut buf = BytesMut::from(&unhex(&case["hex"])[..]);
+        match Decoder::new(DEFAULT_MAX_FRAME).decode(&mut buf) {
+            Err(e) if e.code.name() == str_of(case, "error") => Ok(()),
+            other => Err(format!("decode gave {other:?}, want {}", str_of(case, "error"))),
+        }
+    });
 }

@@ -90,6 +90,22 @@ pub struct HubSection {
     /// The token TCP, WebSocket and HTTP clients must present: the first
     /// line of `token_file`, else (by [`load`]) the hub's `HUBWIRE_TOKEN`.
     pub token: Option<hubwire::Token>,
+    /// The upgrade of local connections to shared memory.
+    pub shm: ShmConfig,
+}
+
+/// `shm`, `shm_ring`, `shm_max_connections` of `[hub]`: whether the hub
+/// moves connections to spawned providers and local clients onto shared
+/// memory when the peer can (`spec/PROTOCOL.md` §11.4), and its bounds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShmConfig {
+    /// On unless `shm = false`.
+    pub on: bool,
+    /// Bytes per ring of a segment the hub offers (a power of two).
+    pub ring: usize,
+    /// Connections of the hub on shared memory at once, both legs
+    /// counted; beyond it they stay on the socket.
+    pub max_connections: usize,
 }
 
 /// `[hub]` keys that bound memory and waiting (`docs/hub.md#limits`).
@@ -231,6 +247,8 @@ pub struct ProviderConfig {
     /// is hung: its calls fail, it is restarted (`hung_timeout`; `None`:
     /// never).
     pub hung_timeout: Option<Duration>,
+    /// `shm = false` keeps this provider's connections on the socket.
+    pub shm: bool,
 }
 
 #[derive(Deserialize)]
@@ -275,6 +293,10 @@ struct HubToml {
     unix_group: Option<Spanned<String>>,
     allow_uids: Option<Spanned<Vec<i64>>>,
     token_file: Option<Spanned<String>>,
+    // Shared memory (docs/hub.md#shared-memory).
+    shm: Option<bool>,
+    shm_ring: Option<Spanned<String>>,
+    shm_max_connections: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -300,6 +322,7 @@ struct ProviderToml {
     queue_bytes: Option<Spanned<String>>,
     default_deadline: Option<Spanned<String>>,
     hung_timeout: Option<Spanned<String>>,
+    shm: Option<bool>,
 }
 
 /// Reads and checks a config file.
@@ -451,6 +474,24 @@ impl Parser<'_> {
         })
     }
 
+    fn shm(&self, h: &mut HubToml) -> Result<ShmConfig, ConfigError> {
+        let at = h.shm_ring.as_ref().and_then(|v| self.at(v));
+        let ring = self.size(h.shm_ring.take(), "shm_ring", 4096..=1 << 30, hubwire::DEFAULT_SHM_RING)?;
+        if !ring.is_power_of_two() {
+            return Err(self.err(at, format!("shm_ring = {ring}: must be a power of two (4KiB, 64KiB, 1MiB, ...)")));
+        }
+        Ok(ShmConfig {
+            on: h.shm.unwrap_or(true),
+            ring,
+            max_connections: self.count(
+                h.shm_max_connections.take(),
+                "shm_max_connections",
+                0..=1_000_000,
+                hubwire::DEFAULT_SHM_MAX_CONNECTIONS,
+            )?,
+        })
+    }
+
     /// A duration that must not be zero (a zero interval would spin).
     fn positive(&self, v: Option<Spanned<String>>, what: &str, default: Duration) -> Result<Duration, ConfigError> {
         let at = v.as_ref().and_then(|v| self.at(v));
@@ -473,6 +514,7 @@ impl Parser<'_> {
                 other => return Err(self.err(self.at(w), format!("wait = {other:?}: expected \"efficient\" or \"low-latency\""))),
             },
         };
+        let shm = self.shm(&mut h)?;
         let located = |s: Spanned<String>| Located { line: self.line_of(s.span().start), value: s.into_inner() };
         let token_file = h.token_file.map(located).map(|f| Located { value: base.join(f.value), line: f.line });
         let token = match &token_file {
@@ -502,6 +544,7 @@ impl Parser<'_> {
             access,
             token_file,
             token,
+            shm,
         })
     }
 
@@ -633,6 +676,7 @@ impl Parser<'_> {
                 d => Some(self.optional(d, "default_deadline", None)?),
             },
             hung_timeout: self.optional(t.hung_timeout, "hung_timeout", None)?,
+            shm: t.shm.unwrap_or(true),
             name,
             line,
             launch,

@@ -235,7 +235,14 @@ fn hub_service(
     let to_cluster = joined.is_some_and(|j| j.cfg.route);
     // Trusted clients may take the direct path (spec §14.1).
     let direct = trusted;
-    HubService { own: Arc::new(own), registry: reg.clone(), limits: limits.clone(), client: Arc::new(ClientQueue::new(0, 0)), direct, to_cluster }
+    HubService {
+        own: Arc::new(own),
+        registry: reg.clone(),
+        limits: limits.clone(),
+        client: Arc::new(ClientQueue::new(0, 0)),
+        direct,
+        to_cluster,
+    }
 }
 
 /// Runs the hub until SIGTERM or SIGINT, then shuts it down in order.
@@ -255,7 +262,11 @@ pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
     let upstream = ConnectionOptions::new(cfg.hub.name.clone())
         .wait(wait)
         .window(limits.window)
-        .write_queue(limits.write_queue, limits.write_stall_timeout);
+        .write_queue(limits.write_queue, limits.write_stall_timeout)
+        .shm(cfg.hub.shm.on)
+        .shm_ring(cfg.hub.shm.ring);
+    let mut upstream = upstream;
+    upstream.shm_max_connections = cfg.hub.shm.max_connections;
     let reaper = tokio::spawn(crate::process::reaper());
     // The cluster first, so that `dial = "nats:…"` providers find it.
     let joined = match &cfg.nats {

@@ -111,7 +111,13 @@ impl Transport for Watched {
         self.inner.describe()
     }
 
-    // The direct path (spec §14) sends descriptors to clients.
+    // Bytes that came through shared memory (§11.4) count as activity too,
+    // and the descriptors of the upgrade pass through.
+    fn note_read(&self, n: usize) {
+        self.activity.read(n);
+        self.inner.note_read(n);
+    }
+
     fn passes_fds(&self) -> bool {
         self.inner.passes_fds()
     }

@@ -40,7 +40,8 @@ pub fn status_output() -> Value {
             "direct_calls": {"type": "integer", "minimum": 0},
             "direct_errors": {"type": "integer", "minimum": 0},
             "direct_open": {"type": "integer", "minimum": 0},
-            "peer": {"type": ["string", "null"]}
+            "peer": {"type": ["string", "null"]},
+            "shm": {"type": "boolean", "description": "its connection is on shared memory (spec §11.4)"}
         },
         "required": ["index", "state", "restarts", "in_flight", "calls", "errors", "stderr"]
     });
@@ -136,6 +137,7 @@ mod tests {
             direct_errors: 0,
             direct_open: 1,
             peer: Some("hub-b".into()),
+            shm: true,
         };
         let provider = ProviderStatus { name: "p".into(), launch: "exec p".into(), queued: 0, refused: 0, replicas: vec![replica] };
         let status =

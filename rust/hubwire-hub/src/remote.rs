@@ -241,5 +241,7 @@ fn pool_config(method: &str, links: usize) -> ProviderConfig {
         queue_bytes: DEFAULT_QUEUE_BYTES,
         default_deadline: None,
         hung_timeout: None,
+        // A link crosses NATS, never a Unix socket (spec §13).
+        shm: false,
     }
 }

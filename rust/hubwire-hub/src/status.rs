@@ -114,6 +114,9 @@ pub struct ReplicaStatus {
     /// method (provider `nats:METHOD`), the hub or provider it reached.
     #[serde(default)]
     pub peer: Option<String>,
+    /// Whether its connection is on shared memory (§11.4).
+    #[serde(default)]
+    pub shm: bool,
 }
 
 /// One routed method.
@@ -177,6 +180,7 @@ pub fn status(reg: &Registry, hub: &str) -> Status {
                         // Its direct connections end with its run.
                         direct_open: if st.phase == Phase::Ready { r.direct.open.load(Ordering::Relaxed) } else { 0 },
                         peer: st.peer.as_deref().filter(|_| st.phase == Phase::Ready).map(cut),
+                        shm: st.conn.as_ref().is_some_and(|c| c.on_shared_memory()),
                     }
                 })
                 .collect(),
@@ -247,14 +251,16 @@ fn direct_cell(r: &ReplicaStatus) -> String {
 /// control characters escaped.
 pub fn table(s: &Status) -> String {
     let mut rows =
-        vec![["PROVIDER", "REPLICA", "PID", "STATE", "RESTARTS", "IN FLIGHT", "CALLS", "ERRORS", "P50", "P99", "DIRECT", "PEER"].map(String::from)];
+        vec![["PROVIDER", "REPLICA", "PID", "STATE", "RESTARTS", "IN FLIGHT", "CALLS", "ERRORS", "P50", "P99", "DIRECT", "PEER"]
+            .map(String::from)];
     for p in &s.providers {
         for r in &p.replicas {
             rows.push([
                 printable(&p.name).into_owned(),
                 format!("{}/{}", r.index + 1, p.replicas.len()),
                 r.pid.map_or("-".into(), |p| p.to_string()),
-                printable(&r.state).into_owned(),
+                // "ready+shm": the replica's connection is on shared memory.
+                if r.shm { format!("{}+shm", printable(&r.state)) } else { printable(&r.state).into_owned() },
                 r.restarts.to_string(),
                 r.in_flight.to_string(),
                 r.calls.to_string(),

@@ -55,6 +55,8 @@ pub fn start_provider(reg: &Arc<Registry>, p: &Arc<ProviderState>, config: &Conn
     // calls with `hubwire.report` (spec §14.5); a link through NATS reaches
     // another hub or a replica that is not ours, so it hears nothing of it.
     let local = !matches!(p.config.launch, crate::config::Launch::Nats(_));
+    // `shm = false` on the provider keeps it on the socket.
+    let config = config.clone().shm(config.shm && p.config.shm);
     p.replicas
         .iter()
         .map(|r| {

@@ -54,7 +54,11 @@ async fn a_client_that_asks_calls_the_replica_directly_and_the_calls_are_counted
     let hub = Hub::start_with("http = \"127.0.0.1:0\"\n", ONE, &[]);
     hub.wait_ready("test", 1).await;
     let c = hub.connect_with(&asking()).await;
+    // Both legs are on shared memory (the default): the DIRECT and the
+    // ACCEPT carry their descriptors with carriers (spec §11.4.3).
+    assert!(c.upgraded().await, "the client's leg moved to shared memory");
     until_direct(&c).await;
+    assert!(replica_when(&hub, |r| r.shm).await.shm, "the replica's leg is on shared memory");
     let routed = hub.status().await.providers[0].replicas[0].calls;
     for i in 0..50u8 {
         assert_eq!(c.call_raw("echo", Bytes::from(vec![i; 3])).await.unwrap(), Bytes::from(vec![i; 3]));

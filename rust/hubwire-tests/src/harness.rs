@@ -26,6 +26,19 @@ pub enum Setup {
     /// A link over a real `nats-server` (`spec/PROTOCOL.md` §13), dialed by
     /// method; provider in this process.
     Nats,
+    /// Unix socket upgraded to shared memory (§11.4), efficient waiting.
+    Shm,
+    /// Unix socket upgraded to shared memory, both sides low-latency.
+    ShmLowLatency,
+    /// The child's socketpair upgraded to shared memory.
+    ShmChild,
+}
+
+impl Setup {
+    /// Whether the connection moves to shared memory.
+    pub fn shm(self) -> bool {
+        matches!(self, Setup::Shm | Setup::ShmLowLatency | Setup::ShmChild)
+    }
 }
 
 /// The provider's side, kept so a case can kill it.
@@ -72,8 +85,10 @@ impl Harness {
     /// Connects a client over `setup`. `child_bin` is the path of the
     /// `behaviour-provider` binary (only used by [`Setup::Child`]).
     pub async fn new(setup: Setup, child_bin: &str) -> Harness {
-        let wait = if setup == Setup::UnixLowLatency { WaitMode::low_latency() } else { WaitMode::Efficient };
-        let client_cfg = ConnectionOptions::new("behaviour-client").wait(wait);
+        let low = matches!(setup, Setup::UnixLowLatency | Setup::ShmLowLatency);
+        let wait = if low { WaitMode::low_latency() } else { WaitMode::Efficient };
+        // The socket setups stay on the socket; the shm ones upgrade.
+        let client_cfg = ConnectionOptions::new("behaviour-client").wait(wait).shm(setup.shm());
         let logs = Arc::new(Mutex::new(Vec::new()));
         let mut nats = None;
         let (client, peer, dir) = match setup {
@@ -81,8 +96,8 @@ impl Harness {
                 let pair = testing::pair_with(crate::provider(), client_cfg, crate::provider_config().wait(wait)).await;
                 (pair.client, Peer::InProcess(Some(pair.server)), None)
             }
-            Setup::Unix | Setup::UnixLowLatency => {
-                let server_cfg = crate::provider_config().wait(wait).service(crate::provider());
+            Setup::Unix | Setup::UnixLowLatency | Setup::Shm | Setup::ShmLowLatency => {
+                let server_cfg = crate::provider_config().wait(wait).service(crate::provider()).shm(setup.shm());
                 let dir = TempDir::new("unix");
                 let path = dir.0.join("p.sock");
                 let listener = unix::UnixListener::bind(&path).unwrap();
@@ -114,7 +129,7 @@ impl Harness {
                     });
                 (c.unwrap(), Peer::InProcess(Some(s.unwrap())), None)
             }
-            Setup::Child => {
+            Setup::Child | Setup::ShmChild => {
                 let sink_logs = logs.clone();
                 let opts = child::SpawnOptions {
                     name: "behaviour".into(),
@@ -144,6 +159,7 @@ impl Harness {
                 (c.unwrap(), Peer::InProcess(Some(s.unwrap())), None)
             }
         };
+        assert_eq!(client.upgraded().await, setup.shm(), "{setup:?}: on shared memory or not, as the setup says");
         Harness { client, setup, peer, logs, _dir: dir, _nats: nats }
     }
 

@@ -308,7 +308,7 @@ mod cases {
         // In-process, the garbage went to the test's own stdout, which is
         // not the connection either. In a child it must come back as log
         // lines, tagged with the stream it was printed on.
-        if h.setup != Setup::Child {
+        if !matches!(h.setup, Setup::Child | Setup::ShmChild) {
             return;
         }
         let has = |logs: &[(String, String)], stream: &str, text: &str| logs.iter().any(|(s, l)| s == stream && l.contains(text));
@@ -352,6 +352,9 @@ macro_rules! suite {
         transport_suite!(tls, Setup::Tls, [$($case),*]);
         transport_suite!(child, Setup::Child, [$($case),*]);
         transport_suite!(nats, Setup::Nats, [$($case),*]);
+        transport_suite!(shm, Setup::Shm, [$($case),*]);
+        transport_suite!(shm_low_latency, Setup::ShmLowLatency, [$($case),*]);
+        transport_suite!(shm_child, Setup::ShmChild, [$($case),*]);
     };
 }
 

@@ -94,6 +94,18 @@ impl Connection {
         self.core().transport.describe()
     }
 
+    /// Whether both directions are on shared memory now (§11.4).
+    pub fn on_shared_memory(&self) -> bool {
+        self.core().on_shm()
+    }
+
+    /// Waits until the upgrade to shared memory is settled: true once the
+    /// connection is on it both ways, false if it stays where it is (the
+    /// peer cannot, refused, it is switched off, or the connection ended).
+    pub async fn upgraded(&self) -> bool {
+        self.core().upgraded().await
+    }
+
     /// Whether the connection has ended.
     pub fn is_closed(&self) -> bool {
         self.core().is_closed()

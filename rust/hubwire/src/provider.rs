@@ -275,6 +275,26 @@ impl Service for Provider {
     }
 }
 
+/// Accepts connections on `listener` forever, serving `options.service` on
+/// each (`Provider::serve`, and `nats::serve` with its counting service).
+pub(crate) async fn accept_loop(listener: impl Listener, options: ConnectionOptions) -> std::io::Result<()> {
+    tracing::info!(listen = %listener.describe(), "serving");
+    loop {
+        let t = transport::accept(&listener).await?;
+        let options = options.clone();
+        tokio::spawn(async move {
+            let label = t.describe();
+            match Connection::start(t, &options, false).await {
+                Ok(conn) => {
+                    let why = conn.closed().await;
+                    tracing::debug!(peer = %label, "connection ended: {why}");
+                }
+                Err(e) => tracing::warn!(peer = %label, "handshake failed: {e}"),
+            }
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::{testing, Provider};
@@ -304,25 +324,5 @@ mod tests {
         assert_eq!(here[0], here[1], "inline handlers run in the connection's reader");
         assert_ne!(there, here[0], "an in_task handler does not run in the reader");
         assert_ne!(there, there_again, "each in_task call has its own task");
-    }
-}
-
-/// Accepts connections on `listener` forever, serving `options.service` on
-/// each (`Provider::serve`, and `nats::serve` with its counting service).
-pub(crate) async fn accept_loop(listener: impl Listener, options: ConnectionOptions) -> std::io::Result<()> {
-    tracing::info!(listen = %listener.describe(), "serving");
-    loop {
-        let t = transport::accept(&listener).await?;
-        let options = options.clone();
-        tokio::spawn(async move {
-            let label = t.describe();
-            match Connection::start(t, &options, false).await {
-                Ok(conn) => {
-                    let why = conn.closed().await;
-                    tracing::debug!(peer = %label, "connection ended: {why}");
-                }
-                Err(e) => tracing::warn!(peer = %label, "handshake failed: {e}"),
-            }
-        });
     }
 }

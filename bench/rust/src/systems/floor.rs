@@ -11,7 +11,7 @@ use bytes::Bytes;
 
 use super::endpoint::{spawn_socketpair, spawn_stdio, Children, Listening};
 use crate::client::{check_len, run_sync, send_ahead, Client};
-use crate::frame_io::{FrameIo, SPIN};
+use crate::frame_io::{FdPipe, FrameIo, Pipe, SPIN};
 use crate::model::{Job, Transport};
 use crate::peer::Peer;
 use crate::runner::Target;
@@ -33,6 +33,7 @@ pub fn start(job: &Job, spin: bool) -> io::Result<Box<dyn Target>> {
         Transport::Hub | Transport::HubDirect | Transport::Nats => {
             return Err(io::Error::other(format!("the socket floor does not go through {}", job.transport.name())))
         }
+        Transport::Shm => return Err(io::Error::other("the socket floor over shared memory is shm_floor.rs")),
     })
 }
 
@@ -87,14 +88,16 @@ impl Target for PerChild {
     }
 }
 
-struct FloorClient {
-    io: FrameIo,
-    payload: Bytes,
+/// The floor's client over any pipe (a socket, pipes, or the rings of
+/// `shm_floor.rs`).
+pub(super) struct FloorClient<P: Pipe = FdPipe> {
+    pub(super) io: FrameIo<P>,
+    pub(super) payload: Bytes,
     // Dropped after `io`, so the child sees end of stream before the kill.
-    _peer: Option<Peer>,
+    pub(super) _peer: Option<Peer>,
 }
 
-impl Client for FloorClient {
+impl<P: Pipe + Send> Client for FloorClient<P> {
     fn call(&mut self) -> io::Result<()> {
         self.io.round_trip(&self.payload)
     }

@@ -70,8 +70,8 @@ fn err(e: hubwire::Error) -> io::Error {
 /// the parent (hubwire's child transport) when `listen` is neither, in
 /// wait mode `wait`. hubwire has its own listeners, so this does not use
 /// the accept loops of `serve.rs`.
-pub fn serve(listen: Option<Listen>, wait: &str) -> io::Result<()> {
-    let config = ConnectionOptions::new("bench").wait(wait_mode(wait)?);
+pub fn serve(listen: Option<Listen>, wait: &str, shm: bool) -> io::Result<()> {
+    let config = ConnectionOptions::new("bench").wait(wait_mode(wait)?).shm(shm);
     runtime()?.block_on(async move {
         match listen {
             Some(Listen::Unix(p)) => {
@@ -95,19 +95,14 @@ pub fn start(job: &Job) -> io::Result<Box<dyn Target>> {
     let payload = job.payload.clone();
     let encoding = job.encoding;
     Ok(match job.transport {
-        Transport::Unix | Transport::Tcp => {
-            let server = Listening::start(&["hubwire", "--wait", mode], job.transport)?;
+        Transport::Unix | Transport::Tcp | Transport::Shm => {
+            // Only the shm rows upgrade: both sides must ask for it.
+            let shm = job.transport == Transport::Shm;
+            let args = if shm { vec!["hubwire", "--wait", mode, "--shm"] } else { vec!["hubwire", "--wait", mode] };
+            let server = Listening::start(&args, if shm { Transport::Unix } else { job.transport })?;
             let stream = job.system.on_stream();
-            Box::new(Remote {
-                addr: server.addr.clone(),
-                pids: vec![server.pid()],
-                _server: Some(server),
-                wait,
-                payload,
-                encoding,
-                stream,
-                direct: false,
-            })
+            let pids = vec![server.pid()];
+            Box::new(Remote { addr: server.addr.clone(), pids, _server: Some(server), wait, payload, encoding, stream, direct: false, shm })
         }
         Transport::Child => Box::new(PerChild { mode, wait, payload, encoding, children: Children::default() }),
         Transport::Inproc => Box::new(InProc { wait, payload, encoding }),
@@ -129,6 +124,8 @@ pub struct Remote {
     stream: bool,
     /// Whether to take the hub's direct path (spec §14) before measuring.
     direct: bool,
+    /// Whether the connection must move to shared memory.
+    shm: bool,
 }
 
 impl Remote {
@@ -136,7 +133,7 @@ impl Remote {
     /// direct path.
     pub fn external(addr: Addr, pids: Vec<u32>, wait: WaitMode, job: &Job, direct: bool) -> Remote {
         let stream = job.system.on_stream();
-        Remote { addr, pids, _server: None, wait, payload: job.payload.clone(), encoding: job.encoding, stream, direct }
+        Remote { addr, pids, _server: None, wait, payload: job.payload.clone(), encoding: job.encoding, stream, direct, shm: false }
     }
 }
 
@@ -157,12 +154,15 @@ async fn until_direct(conn: &Connection) -> io::Result<()> {
 impl Target for Remote {
     fn connect(&self) -> io::Result<Box<dyn Client>> {
         let rt = runtime()?;
-        let config = ConnectionOptions::new("bench-client").wait(self.wait).direct(self.direct);
+        let config = ConnectionOptions::new("bench-client").wait(self.wait).direct(self.direct).shm(self.shm);
         let conn = rt.block_on(async {
             let conn = match &self.addr {
                 Addr::Unix(p) => Connection::dial(hubwire::transport::unix::connect(p).await?, &config).await.map_err(err),
                 Addr::Tcp(a) => Connection::dial(hubwire::transport::tcp::connect(a.as_str()).await?, &config).await.map_err(err),
             }?;
+            if self.shm && !conn.upgraded().await {
+                return Err(io::Error::other("the connection did not move to shared memory"));
+            }
             if self.direct {
                 until_direct(&conn).await?;
             }
@@ -192,7 +192,8 @@ impl Target for PerChild {
             let mut cmd = tokio::process::Command::new(crate::peer::bench_peer()?);
             cmd.args(["hubwire", "--wait", self.mode]).kill_on_drop(true);
             let (t, child) = hubwire::transport::child::spawn(cmd, hubwire::transport::child::SpawnOptions::new("bench"))?;
-            let conn = Connection::dial(t, &ConnectionOptions::new("bench-client").wait(self.wait)).await.map_err(err)?;
+            // The child rows stay on the socketpair (the shm rows are `shm`).
+            let conn = Connection::dial(t, &ConnectionOptions::new("bench-client").wait(self.wait).shm(false)).await.map_err(err)?;
             Ok::<_, io::Error>((conn, child))
         })?;
         if let Some(pid) = child.id() {

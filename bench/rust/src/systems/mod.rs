@@ -17,6 +17,7 @@ pub mod ipc;
 pub mod jsonrpc;
 pub mod nats;
 pub mod nats_hub;
+pub mod shm_floor;
 pub mod spawn;
 
 use std::io;
@@ -52,6 +53,9 @@ pub fn start(job: &Job, ctx: &Context) -> io::Result<Box<dyn Target>> {
         System::HubwireEfficient | System::HubwireLowLatency | System::HubwireStreamEfficient | System::HubwireStreamLowLatency => {
             hubwire::start(job)
         }
+        // The floor over shared memory is its own program (`shm_floor.rs`).
+        System::FloorBlocking if job.transport == Transport::Shm => shm_floor::start(job, false),
+        System::FloorSpin if job.transport == Transport::Shm => shm_floor::start(job, true),
         System::FloorBlocking => floor::start(job, false),
         System::FloorSpin => floor::start(job, true),
         System::SpawnPerCall => spawn::start(job),

@@ -16,6 +16,7 @@ mod local;
 mod peers;
 mod providers;
 mod remote;
+mod shm;
 mod web;
 
 /// A case's body.
@@ -55,6 +56,7 @@ cases! {
     "hung-replica" => providers::hung_replica,
     "kill9-under-load" => providers::kill9_under_load,
     "setsid-grandchild" => providers::setsid_grandchild,
+    "shm-idle-and-kill9" => shm::idle_and_killed,
     "config-unix-at-regular-file" => config::unix_at_regular_file,
     "config-world-writable" => config::world_writable,
     "config-symlink" => config::symlink,

@@ -17,6 +17,7 @@ use hubwire_frame::{negotiate, Code, Decoder, Frame, FrameError, Hello, Token, H
 use super::options::ConnectionOptions;
 use super::reader::{self, READ_CHUNK};
 use super::state::Core;
+use super::upgrade;
 use super::wait::WaitMode;
 use super::writer::Writer;
 use crate::errors::Error;
@@ -25,12 +26,16 @@ use crate::transport::DynTransport;
 /// Opens a connection over `transport`, as the dialer (odd call ids) or the
 /// acceptor (even ids), and starts its reader.
 pub(crate) async fn open(transport: DynTransport, options: &ConnectionOptions, dialer: bool) -> Result<Arc<Core>, Error> {
+    let (transport, ladder) = upgrade::wrap(transport, options, dialer);
     let writer = Writer::new(transport.clone(), options.write_queue);
-    let local = options.hello(dialer);
-    if local.direct.is_some() && options.handoff.is_some() {
-        // From the first read: a descriptor read with plain recv is lost
-        // (§14.2). Only where DIRECT or ACCEPT frames are taken.
-        transport.accept_fds(super::handoff::FD_QUEUE);
+    let mut local = options.hello(dialer);
+    upgrade::advertise(&mut local, &ladder);
+    // Descriptors for DIRECT and ACCEPT (§14.2) are kept from the first
+    // read on (one read with plain recv would lose them), only where those
+    // frames are taken; the upgrade keeps this queue when it settles.
+    let fd_queue = if local.direct.is_some() && options.handoff.is_some() { super::handoff::FD_QUEUE } else { 0 };
+    if fd_queue > 0 {
+        transport.accept_fds(fd_queue);
     }
     let gate = if dialer { None } else { options.require_token.as_ref() };
     let (peer, buf, version) = exchange(&transport, &writer, &local, options, gate).await?;
@@ -42,6 +47,7 @@ pub(crate) async fn open(transport: DynTransport, options: &ConnectionOptions, d
     if let Some(hook) = &options.handoff {
         let _ = core.direct.set(hook.clone());
     }
+    upgrade::start(&core, ladder, options, fd_queue);
     tokio::spawn(reader::run(core.clone(), options.service.clone(), options.wait, options.write_stall_timeout, buf, decoder));
     Ok(core)
 }

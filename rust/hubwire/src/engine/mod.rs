@@ -17,6 +17,8 @@
 //! | `serve` | the serving seam: [`Service`], [`Incoming`], and the protocol half of serving a REQUEST |
 //! | `options` | [`ConnectionOptions`]: how a connection presents itself and its limits |
 //! | [`wait`] | [`WaitMode`]: efficient vs low-latency (adaptive spin) |
+//! | `upgrade` | the move to shared memory (§11.4): offer, answer, the switch of each direction |
+//! | `upgrade_state` | where one connection's upgrade stands (kept on its `Core`) |
 //!
 //! The same files, by the same names, make up the engine of the
 //! TypeScript SDK (`ts/src/engine/`), except `wait`: a JavaScript runtime
@@ -32,6 +34,8 @@ mod options;
 mod reader;
 mod serve;
 mod state;
+mod upgrade;
+mod upgrade_state;
 pub mod wait;
 mod writer;
 
@@ -39,7 +43,7 @@ pub(crate) use calls::{Event, OutSink, StreamIn};
 pub(crate) use credit::RecvWindow;
 pub use handoff::{DirectHook, Handoff};
 pub(crate) use handshake::open;
-pub use options::{ConnectionOptions, RouterFactory};
+pub use options::{ConnectionOptions, RouterFactory, DEFAULT_SHM_MAX_CONNECTIONS, DEFAULT_SHM_RING};
 pub use serve::{Incoming, ServeFuture, Service};
 pub(crate) use state::{Core, Started};
 pub use wait::WaitMode;

@@ -64,12 +64,29 @@ pub struct ConnectionOptions {
     /// Where DIRECT and ACCEPT frames go, set by the runtime itself (the
     /// client's routes, a child provider's serving of ACCEPT).
     pub(crate) handoff: Option<DirectHook>,
+    // ---- Shared memory (spec/PROTOCOL.md §11.4) ----
+    /// Move a Unix-socket or child connection to shared memory when the
+    /// peer can too. On by default; `HUBWIRE_SHM=0` turns the default off.
+    pub shm: bool,
+    /// The size of each ring of a segment we offer as the dialer: a power
+    /// of two from 4 KiB to 1 GiB. A segment costs `4 KiB + 2 × shm_ring`.
+    pub shm_ring: usize,
+    /// How many connections of this process may be on shared memory at
+    /// once (counted across all connections); beyond it, new ones stay on
+    /// the socket (an acceptor refuses `resource_exhausted`).
+    pub shm_max_connections: usize,
 }
+
+/// [`ConnectionOptions::shm_ring`] by default: 256 KiB.
+pub const DEFAULT_SHM_RING: usize = 256 * 1024;
+/// [`ConnectionOptions::shm_max_connections`] by default.
+pub const DEFAULT_SHM_MAX_CONNECTIONS: usize = 256;
 
 impl ConnectionOptions {
     /// Defaults: efficient waiting (or `HUBWIRE_WAIT`), 16 MiB frames,
     /// window 64, 4096 calls, 10 s handshake, a 4 MiB write queue that may
-    /// stay full for 30 s, no methods offered.
+    /// stay full for 30 s, no methods offered, shared memory on (or
+    /// `HUBWIRE_SHM`) with 256 KiB rings and at most 256 such connections.
     pub fn new(name: impl Into<String>) -> ConnectionOptions {
         ConnectionOptions {
             name: name.into(),
@@ -86,7 +103,23 @@ impl ConnectionOptions {
             direct: false,
             router: None,
             handoff: None,
+            shm: std::env::var("HUBWIRE_SHM").map_or(true, |v| v != "0"),
+            shm_ring: DEFAULT_SHM_RING,
+            shm_max_connections: DEFAULT_SHM_MAX_CONNECTIONS,
         }
+    }
+
+    /// Switches the upgrade to shared memory on or off (§11.4).
+    pub fn shm(mut self, on: bool) -> ConnectionOptions {
+        self.shm = on;
+        self
+    }
+
+    /// Sets the ring size of the segments we offer (rounded up to a power
+    /// of two, 4 KiB to 1 GiB).
+    pub fn shm_ring(mut self, bytes: usize) -> ConnectionOptions {
+        self.shm_ring = bytes.clamp(4096, 1 << 30).next_power_of_two();
+        self
     }
 
     /// Sets the waiting mode.

@@ -170,7 +170,11 @@ fn dispatch_all(
         if matches!(frame, Frame::Request { .. } | Frame::Ping { .. }) && core.writer.over_cap() {
             return Ok(Some(frame));
         }
+        let marker = matches!(frame, Frame::Upgraded { .. });
         *delivered |= dispatch(core, service, frame)?;
+        if marker {
+            super::upgrade::after_marker(core, buf)?;
+        }
     }
     Ok(None)
 }
@@ -329,6 +333,7 @@ fn route(core: &Arc<Core>, frame: Frame) -> Result<(), FrameError> {
             super::direct::on_frame(core, f);
             Ok(())
         }
+        frame @ (Frame::Upgrade { .. } | Frame::Upgraded { .. }) => super::upgrade::on_frame(core, frame),
     }
 }
 

@@ -45,6 +45,8 @@ pub(crate) struct Core {
     /// ITEMs delivered to our streams and not yet taken: while there are
     /// some, the ITEMs and CREDITs we send can share a write.
     pub(crate) backlog: Arc<Backlog>,
+    /// The upgrade to shared memory, when both sides can (§11.4).
+    pub(crate) upgrade: std::sync::OnceLock<super::upgrade_state::Upgrade>,
 }
 
 /// A call this side started, between its REQUEST and its end.
@@ -72,6 +74,7 @@ impl Core {
             idle: Notify::new(),
             direct: std::sync::OnceLock::new(),
             backlog: Backlog::new(),
+            upgrade: Default::default(),
         }
     }
 

@@ -123,8 +123,6 @@ impl Writer {
     /// queue to drain first, so it must not be awaited by the reader while
     /// it dispatches (the writer may be corked). Fails when the connection
     /// is closed or the write fails (which closes the writer).
-    // The frames that use it (§11.4 upgrade, the direct path) land after this hook.
-    #[allow(dead_code)]
     pub(crate) async fn push_alone(&self, frame: &[u8], fds: &[BorrowedFd<'_>], after: impl FnOnce()) -> Result<(), String> {
         loop {
             let notified = self.drained.notified();

@@ -26,6 +26,7 @@ pub mod fd;
 pub mod fd_pass;
 pub mod memory;
 pub mod nats;
+pub mod shm;
 pub mod tcp;
 pub mod tls;
 pub mod unix;
@@ -75,6 +76,14 @@ pub trait Transport: Send + Sync + 'static {
 
     /// A short description for logs and error messages (`unix:/tmp/x.sock`).
     fn describe(&self) -> String;
+
+    /// Told of `n` bytes that reached this connection by another path (a
+    /// [`shm::Ladder`] reading its ring instead of this socket), so that a
+    /// wrapper watching reads (the hub's idle timer) still sees them. The
+    /// default ignores it; a wrapper passes it on.
+    fn note_read(&self, n: usize) {
+        let _ = n;
+    }
 
     // ---- Descriptors with the bytes (fd_pass.rs) ---------------------------
 

@@ -1,0 +1,110 @@
+//! The runner's side of the upgrade to shared memory (`spec/PROTOCOL.md`
+//! §11.4): the `offer_upgrade` step sends UPGRADE as the dialer would —
+//! with a good segment, a segment of the wrong size, or no descriptors
+//! at all — and checks the testee's answer.
+//!
+//! A testee whose HELLO does not list `"shm"` must never be sent an
+//! UPGRADE (the spec forbids it), so for such a testee the offer and its
+//! check are left out and only the step's `then` happens: every runtime
+//! passes the suite whether it implements the upgrade or not.
+
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::time::Duration;
+
+use hubwire::transport::shm::{link, segment};
+use hubwire_frame::Frame;
+use serde_json::Value;
+
+use crate::peer::{Peer, Read};
+
+/// A sealed memfd of `file_size` bytes whose header announces rings of
+/// 4096 bytes each (a segment of 12288 bytes).
+fn memfd(file_size: usize) -> Result<OwnedFd, String> {
+    let err = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
+    // SAFETY: plain system calls on a descriptor we create and own.
+    unsafe {
+        let raw = libc_memfd()?;
+        let fd = OwnedFd::from_raw_fd(raw);
+        if libc::ftruncate(fd.as_raw_fd(), file_size as libc::off_t) < 0 {
+            return Err(err("ftruncate"));
+        }
+        let h = segment::header(4096, 4096);
+        if libc::pwrite(fd.as_raw_fd(), h.as_ptr() as *const libc::c_void, h.len(), 0) != h.len() as isize {
+            return Err(err("pwrite"));
+        }
+        if libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL) < 0 {
+            return Err(err("seal"));
+        }
+        Ok(fd)
+    }
+}
+
+unsafe fn libc_memfd() -> Result<i32, String> {
+    // SAFETY: memfd_create with a static name.
+    let raw = unsafe { libc::memfd_create(c"conformance".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    if raw < 0 {
+        return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
+    }
+    Ok(raw)
+}
+
+/// The `offer_upgrade` step: `{segment: valid | wrong_size | none,
+/// expect: CODE, then: close}`. `expect` is the code of the testee's
+/// UPGRADED; after a refusal the connection must go on working (a PING is
+/// answered). `then: close` closes the connection right after the offer
+/// (a dialer dying mid-upgrade) instead of waiting for the answer.
+pub async fn offer(peer: &mut Peer, arg: &Value, testee_lists_shm: bool, wait: Duration) -> Result<(), String> {
+    let segment = arg.get("segment").and_then(Value::as_str).unwrap_or("valid");
+    let close = arg.get("then").and_then(Value::as_str) == Some("close");
+    if testee_lists_shm {
+        let frame = Frame::Upgrade { mechanism: "shm".into() }.to_bytes();
+        let memfd = match segment {
+            "valid" => Some(memfd(12288)?),
+            "wrong_size" => Some(memfd(8192)?),
+            "none" => None,
+            other => return Err(format!("segment {other:?}: valid, wrong_size or none")),
+        };
+        match memfd {
+            Some(m) if peer.passes_fds() => {
+                let efds = link::eventfds().map_err(|e| e.to_string())?;
+                let fds: Vec<_> = std::iter::once(m.as_fd()).chain(efds.iter().map(|f| f.as_fd())).collect();
+                peer.send_with_fds(&frame, &fds).await?;
+            }
+            // Not on a Unix socket: the offer arrives without descriptors.
+            _ => peer.send(&frame).await?,
+        }
+        if !close {
+            let want = arg.get("expect").and_then(Value::as_str).ok_or("offer_upgrade needs `expect` (a code)")?;
+            expect_upgraded(peer, want, wait).await?;
+            if want != "ok" {
+                peer.send(&Frame::Ping { data: *b"refused!" }.to_bytes()).await?;
+                match next(peer, wait).await? {
+                    Frame::Pong { data } if &data == b"refused!" => {}
+                    f => return Err(format!("after a refused offer the connection must go on: got {f:?} for a PING")),
+                }
+            }
+        }
+    }
+    if close {
+        peer.close();
+    }
+    Ok(())
+}
+
+async fn next(peer: &mut Peer, wait: Duration) -> Result<Frame, String> {
+    loop {
+        match peer.read(wait).await? {
+            Read::Frame(Frame::Credit { .. }) => continue,
+            Read::Frame(f) => return Ok(f),
+            Read::Closed => return Err("the testee closed the connection".into()),
+            Read::Timeout => return Err(format!("nothing from the testee within {wait:?}")),
+        }
+    }
+}
+
+async fn expect_upgraded(peer: &mut Peer, code: &str, wait: Duration) -> Result<(), String> {
+    match next(peer, wait).await? {
+        Frame::Upgraded { code: c, .. } if c.name() == code => Ok(()),
+        f => Err(format!("expected UPGRADED {code}, got {f:?}")),
+    }
+}

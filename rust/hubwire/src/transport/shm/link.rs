@@ -1,0 +1,404 @@
+//! One side of an upgraded connection's shared memory (`spec/PROTOCOL.md`
+//! §11.4.1): the ring it writes, the ring it reads, and the four eventfds
+//! that wake a parked reader or writer.
+//!
+//! Each ring is single-producer single-consumer. The writer owns `written`
+//! and its block's flags, the reader `read` and its own; the only shared
+//! rule is the publish/park handshake: a side stores its counter, issues a
+//! full fence and then reads the other's `*_waiting` flag; a side about to
+//! park stores its flag, issues a full fence and then reads the counter
+//! again. One of the two always sees the other, so no wake-up is lost, and
+//! while both sides are busy the flags stay 0 and no system call is made.
+
+use std::io::{self, IoSlice};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::task::{ready, Context, Poll};
+
+use bytes::{BufMut, BytesMut};
+use tokio::io::unix::AsyncFd;
+
+use super::segment::{reader_block, writer_block, Segment};
+use super::Budget;
+
+/// The control words of one ring, borrowed from the mapping.
+struct Ctl<'a> {
+    written: &'a AtomicU64,
+    closed: &'a AtomicU32,
+    writer_waiting: &'a AtomicU32,
+    read: &'a AtomicU64,
+    reader_waiting: &'a AtomicU32,
+}
+
+fn ctl(seg: &Segment, r: usize) -> Ctl<'_> {
+    // SAFETY: the blocks lie inside the control page, 8-byte aligned
+    // (mmap is page-aligned, the offsets are multiples of 128 plus 0, 8
+    // or 12), and live as long as the mapping borrowed here.
+    unsafe {
+        let at = |off: usize| seg.base().add(off);
+        let (w, rd) = (writer_block(r), reader_block(r));
+        Ctl {
+            written: &*(at(w) as *const AtomicU64),
+            closed: &*(at(w + 8) as *const AtomicU32),
+            writer_waiting: &*(at(w + 12) as *const AtomicU32),
+            read: &*(at(rd) as *const AtomicU64),
+            reader_waiting: &*(at(rd + 8) as *const AtomicU32),
+        }
+    }
+}
+
+fn eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: a new descriptor we own from here on.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
+}
+
+/// Adds 1 to an eventfd: wakes the side parked on it.
+fn signal(fd: &OwnedFd) {
+    let one = 1u64.to_ne_bytes();
+    // SAFETY: an 8-byte write from a local; a full counter (EAGAIN) still
+    // leaves the fd readable, which is all a wake-up needs.
+    unsafe { libc::write(fd.as_raw_fd(), one.as_ptr() as *const libc::c_void, 8) };
+}
+
+/// Reads (clears) an eventfd; `WouldBlock` when it was 0.
+fn drain(fd: &OwnedFd) -> io::Result<()> {
+    let mut v = [0u8; 8];
+    // SAFETY: an 8-byte read into a local.
+    if unsafe { libc::read(fd.as_raw_fd(), v.as_mut_ptr() as *mut libc::c_void, 8) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The four eventfds of a segment, in the order they travel in an offer:
+/// `data_0`, `room_0`, `data_1`, `room_1`.
+pub fn eventfds() -> io::Result<[OwnedFd; 4]> {
+    Ok([eventfd()?, eventfd()?, eventfd()?, eventfd()?])
+}
+
+/// Our side of a mapped segment.
+pub struct Link {
+    seg: Segment,
+    /// The ring we write and the one we read.
+    tx: usize,
+    rx: usize,
+    /// Signalled when we publish into `tx` and its reader waits.
+    data_out: OwnedFd,
+    /// Signalled when we free room in `rx` and its writer waits.
+    room_in: OwnedFd,
+    /// We park on it for bytes in `rx`.
+    data_in: AsyncFd<OwnedFd>,
+    /// We park on it for room in `tx`.
+    room_out: AsyncFd<OwnedFd>,
+    /// Whether our `reader_waiting` / `writer_waiting` may be 1.
+    read_parked: AtomicBool,
+    write_parked: AtomicBool,
+    /// Our `tx` is closed: no more writes.
+    write_closed: AtomicBool,
+    _budget: Budget,
+}
+
+impl Link {
+    /// Our side of `seg`: the dialer writes ring 0 and reads ring 1, the
+    /// acceptor the other way round. `fds` as [`eventfds`] orders them.
+    /// Must be called inside a tokio runtime.
+    pub fn new(seg: Segment, dialer: bool, fds: [OwnedFd; 4], budget: Budget) -> io::Result<Link> {
+        let [data0, room0, data1, room1] = fds;
+        let (tx, rx, data_out, room_out, data_in, room_in) =
+            if dialer { (0, 1, data0, room0, data1, room1) } else { (1, 0, data1, room1, data0, room0) };
+        Ok(Link {
+            seg,
+            tx,
+            rx,
+            data_out,
+            room_in,
+            // SAFETY: we own both eventfds; each is registered once, here,
+            // and stays open as long as its AsyncFd.
+            data_in: unsafe { AsyncFd::register(data_in) }.map_err(io::Error::from)?,
+            room_out: unsafe { AsyncFd::register(room_out) }.map_err(io::Error::from)?,
+            read_parked: AtomicBool::new(false),
+            write_parked: AtomicBool::new(false),
+            write_closed: AtomicBool::new(false),
+            _budget: budget,
+        })
+    }
+
+    /// Copies published bytes into the spare capacity of `buf`.
+    /// `Some(n)` with n > 0: bytes; `Some(0)`: the writer closed and all
+    /// is read; `None`: nothing now. A peer that corrupts the counters is
+    /// an `InvalidData` error.
+    pub fn try_read(&self, buf: &mut BytesMut) -> io::Result<Option<usize>> {
+        let spare = buf.chunk_mut();
+        // SAFETY: `copy_out` writes at most `spare.len()` bytes there.
+        let r = unsafe { self.copy_out(spare.as_mut_ptr(), spare.len())? };
+        if let Some(n) = r {
+            // SAFETY: exactly n bytes were written above.
+            unsafe { buf.advance_mut(n) };
+        }
+        Ok(r)
+    }
+
+    /// Like [`Link::try_read`], into a slice.
+    pub fn read_into(&self, dst: &mut [u8]) -> io::Result<Option<usize>> {
+        // SAFETY: `dst` has room for `dst.len()` bytes.
+        unsafe { self.copy_out(dst.as_mut_ptr(), dst.len()) }
+    }
+
+    /// Copies up to `room` published bytes to `dst`.
+    ///
+    /// # Safety
+    /// `dst` must be valid for writes of `room` bytes.
+    unsafe fn copy_out(&self, dst: *mut u8, room: usize) -> io::Result<Option<usize>> {
+        let c = ctl(&self.seg, self.rx);
+        let cap = self.seg.cap(self.rx);
+        let written = c.written.load(Ordering::Acquire);
+        let read = c.read.load(Ordering::Relaxed);
+        let avail = written.wrapping_sub(read);
+        if avail > cap as u64 {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("shared ring: {avail} bytes published in a ring of {cap}")));
+        }
+        if avail == 0 || room == 0 {
+            if room == 0 && avail > 0 {
+                return Ok(None);
+            }
+            return Ok(if c.closed.load(Ordering::Acquire) != 0 && c.written.load(Ordering::Acquire) == read { Some(0) } else { None });
+        }
+        if self.read_parked.swap(false, Ordering::Relaxed) {
+            c.reader_waiting.store(0, Ordering::Relaxed);
+        }
+        let n = (avail as usize).min(room);
+        let start = (read as usize) & (cap - 1);
+        let first = n.min(cap - start);
+        // SAFETY: bytes [read, read + n) are published (acquire above) and
+        // ours until we store `read`; the caller gives room for n.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.seg.data(self.rx).add(start), dst, first);
+            std::ptr::copy_nonoverlapping(self.seg.data(self.rx), dst.add(first), n - first);
+        }
+        c.read.store(read + n as u64, Ordering::Release);
+        fence(Ordering::SeqCst);
+        if c.writer_waiting.load(Ordering::Relaxed) != 0 {
+            signal(&self.room_in);
+        }
+        Ok(Some(n))
+    }
+
+    /// Copies a prefix of `bufs` into the ring we write; 0 when it is full.
+    pub fn try_write(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        if self.write_closed.load(Ordering::Relaxed) {
+            return Err(io::Error::new(io::ErrorKind::BrokenPipe, "shared ring closed"));
+        }
+        let c = ctl(&self.seg, self.tx);
+        let cap = self.seg.cap(self.tx);
+        let written = c.written.load(Ordering::Relaxed);
+        let used = written.wrapping_sub(c.read.load(Ordering::Acquire));
+        if used > cap as u64 {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("shared ring: {used} bytes unread in a ring of {cap}")));
+        }
+        let mut free = cap - used as usize;
+        if free == 0 {
+            return Ok(0);
+        }
+        if self.write_parked.swap(false, Ordering::Relaxed) {
+            c.writer_waiting.store(0, Ordering::Relaxed);
+        }
+        let data = self.seg.data(self.tx);
+        let mut pos = written;
+        for b in bufs {
+            let n = b.len().min(free);
+            let start = (pos as usize) & (cap - 1);
+            let first = n.min(cap - start);
+            // SAFETY: [pos, pos + n) is free (the reader is past it) and
+            // ours until we publish; `b` has at least n bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(b.as_ptr(), data.add(start), first);
+                std::ptr::copy_nonoverlapping(b.as_ptr().add(first), data, n - first);
+            }
+            pos += n as u64;
+            free -= n;
+            if free == 0 {
+                break;
+            }
+        }
+        c.written.store(pos, Ordering::Release);
+        fence(Ordering::SeqCst);
+        if c.reader_waiting.load(Ordering::Relaxed) != 0 {
+            signal(&self.data_out);
+        }
+        Ok((pos - written) as usize)
+    }
+
+    /// Parks for bytes: `Ready` when something may have changed (call
+    /// [`Link::try_read`] again), `Pending` with the waker registered on
+    /// our data eventfd and `reader_waiting` set.
+    pub fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let c = ctl(&self.seg, self.rx);
+        if !self.read_parked.swap(true, Ordering::Relaxed) {
+            c.reader_waiting.store(1, Ordering::Relaxed);
+            fence(Ordering::SeqCst);
+            if c.written.load(Ordering::Acquire) != c.read.load(Ordering::Relaxed) || c.closed.load(Ordering::Acquire) != 0 {
+                return Poll::Ready(());
+            }
+        }
+        park(&self.data_in, cx)
+    }
+
+    /// Parks for room, as [`Link::poll_readable`] does for bytes.
+    pub fn poll_writable(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let c = ctl(&self.seg, self.tx);
+        if !self.write_parked.swap(true, Ordering::Relaxed) {
+            c.writer_waiting.store(1, Ordering::Relaxed);
+            fence(Ordering::SeqCst);
+            if c.written.load(Ordering::Relaxed).wrapping_sub(c.read.load(Ordering::Acquire)) < self.seg.cap(self.tx) as u64 {
+                return Poll::Ready(());
+            }
+        }
+        park(&self.room_out, cx)
+    }
+
+    /// The blocking twin of [`Link::poll_readable`] and
+    /// [`Link::poll_writable`], for code without a runtime (the bench's
+    /// floor): waits until bytes may be there (`readable`) or room
+    /// (`writable`), or both, parked in `poll(2)` on the eventfds and on
+    /// `watch` (the socket); fails with `UnexpectedEof` once `watch` is
+    /// readable or hung up (the peer closed it or died).
+    pub fn wait_blocking(&self, readable: bool, writable: bool, watch: std::os::fd::RawFd) -> io::Result<()> {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut p = Vec::with_capacity(3);
+        let ends = [(readable, &self.data_in), (writable, &self.room_out)];
+        for (wanted, fd) in ends {
+            if !wanted {
+                continue;
+            }
+            let ready = if std::ptr::eq(fd, &self.data_in) { self.poll_readable(&mut cx) } else { self.poll_writable(&mut cx) };
+            if ready.is_ready() {
+                return Ok(());
+            }
+            p.push(libc::pollfd { fd: fd.get_ref().as_raw_fd(), events: libc::POLLIN, revents: 0 });
+        }
+        p.push(libc::pollfd { fd: watch, events: libc::POLLIN, revents: 0 });
+        // SAFETY: a valid array of pollfds for the call's duration.
+        if unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, -1) } < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::Interrupted { Ok(()) } else { Err(e) };
+        }
+        if p.last().is_some_and(|w| w.revents != 0) {
+            // The peer has gone: what it published (and its close) is
+            // still read first.
+            let c = ctl(&self.seg, self.rx);
+            let input = c.written.load(Ordering::Acquire) != c.read.load(Ordering::Relaxed) || c.closed.load(Ordering::Acquire) != 0;
+            return if readable && input { Ok(()) } else { Err(io::ErrorKind::UnexpectedEof.into()) };
+        }
+        for (wanted, fd) in ends {
+            if wanted {
+                let _ = drain(fd.get_ref());
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes the ring we write: the reader reads end of stream after the
+    /// bytes published (`closed` = 1, §11.4.1).
+    pub fn close_write(&self) {
+        if self.write_closed.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let c = ctl(&self.seg, self.tx);
+        c.closed.store(1, Ordering::Release);
+        fence(Ordering::SeqCst);
+        if c.reader_waiting.load(Ordering::Relaxed) != 0 {
+            signal(&self.data_out);
+        }
+    }
+
+    /// The sizes of the ring we write and the one we read.
+    pub fn caps(&self) -> (usize, usize) {
+        (self.seg.cap(self.tx), self.seg.cap(self.rx))
+    }
+}
+
+/// Waits for `fd` to be signalled and clears it; `Ready` once it was.
+fn park(fd: &AsyncFd<OwnedFd>, cx: &mut Context<'_>) -> Poll<()> {
+    loop {
+        let mut guard = ready!(fd.poll_read_ready(cx)).expect("eventfd readiness");
+        match guard.try_io(|inner| drain(inner.get_ref())) {
+            Ok(_) => return Poll::Ready(()),
+            // Counter was 0: readiness cleared, poll again to register.
+            Err(_would_block) => continue,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::shm::Budget;
+
+    /// Both sides of one segment in this process (two mappings of the
+    /// same memfd, as two processes would have).
+    fn pair(cap: usize) -> (Link, Link) {
+        let (seg, fd) = Segment::create(cap, cap).unwrap();
+        let other = Segment::open(&fd).unwrap();
+        let fds = eventfds().unwrap();
+        let dup = |f: &OwnedFd| f.try_clone().unwrap();
+        let theirs = [dup(&fds[0]), dup(&fds[1]), dup(&fds[2]), dup(&fds[3])];
+        (Link::new(seg, true, fds, Budget::unlimited()).unwrap(), Link::new(other, false, theirs, Budget::unlimited()).unwrap())
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn bytes_cross_both_ways_and_wrap_around_the_ring() {
+        let (d, a) = pair(4096);
+        let mut buf = BytesMut::with_capacity(8192);
+        // 3000 + 3000 bytes: the second write wraps the 4096-byte ring.
+        for round in 0..3u8 {
+            let chunk = vec![round; 3000];
+            assert_eq!(d.try_write(&[IoSlice::new(&chunk)]).unwrap(), 3000);
+            buf.clear();
+            assert_eq!(a.try_read(&mut buf).unwrap(), Some(3000));
+            assert!(buf.iter().all(|&b| b == round), "round {round}");
+        }
+        assert_eq!(a.try_write(&[IoSlice::new(b"ab"), IoSlice::new(b"cd")]).unwrap(), 4);
+        buf.clear();
+        assert_eq!(d.try_read(&mut buf).unwrap(), Some(4));
+        assert_eq!(&buf[..], b"abcd");
+        assert_eq!(d.try_read(&mut buf).unwrap(), None, "nothing more");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_full_ring_takes_what_fits_and_a_closed_one_reads_end_of_stream() {
+        let (d, a) = pair(4096);
+        let big = vec![7u8; 10_000];
+        assert_eq!(d.try_write(&[IoSlice::new(&big)]).unwrap(), 4096);
+        assert_eq!(d.try_write(&[IoSlice::new(&big)]).unwrap(), 0, "full");
+        d.close_write();
+        let mut buf = BytesMut::with_capacity(1000);
+        assert_eq!(a.try_read(&mut buf).unwrap(), Some(1000), "no more than the buffer's room");
+        buf.clear();
+        buf.reserve(8192);
+        assert_eq!(a.try_read(&mut buf).unwrap(), Some(3096));
+        assert_eq!(a.try_read(&mut buf).unwrap(), Some(0), "closed and empty: end of stream");
+        assert!(d.try_write(&[IoSlice::new(b"x")]).is_err());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_parked_reader_is_woken_by_a_write_and_a_busy_one_costs_no_signal() {
+        let (d, a) = pair(4096);
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        // Not parked: a write signals nothing.
+        d.try_write(&[IoSlice::new(b"x")]).unwrap();
+        assert!(drain(a.data_in.get_ref()).is_err(), "no signal while the reader is not parked");
+        let mut buf = BytesMut::with_capacity(64);
+        a.try_read(&mut buf).unwrap();
+        // Parked: the flag is set, and the next write signals.
+        assert!(a.poll_readable(&mut cx).is_pending());
+        assert_eq!(ctl(&a.seg, 0).reader_waiting.load(Ordering::SeqCst), 1);
+        d.try_write(&[IoSlice::new(b"y")]).unwrap();
+        std::future::poll_fn(|cx| a.poll_readable(cx)).await;
+        assert_eq!(a.try_read(&mut buf).unwrap(), Some(1));
+        assert_eq!(ctl(&a.seg, 0).reader_waiting.load(Ordering::SeqCst), 0, "cleared once bytes are found");
+    }
+}
