@@ -11,6 +11,7 @@
 //! | `reader` | the reader task: read, parse, route each frame to its call, wait |
 //! | `writer` | the write queue: batched, vectored, inline flush |
 //! | `calls` | the call table: calls we started, calls we serve, ids |
+//! | `slots` | the outcome slots of the calls that answer once: a slab in the call table, no channel per call |
 //! | `credit` | [`RecvWindow`]: the credit this side grants for a stream it receives |
 //! | `direct` | the direct path's frames (§14): DIRECT and ACCEPT sent with a descriptor, received into a [`DirectHook`] |
 //! | `handoff` | the types `direct` hands up: [`Handoff`], [`DirectHook`] |
@@ -31,18 +32,22 @@ mod handshake;
 mod options;
 mod reader;
 mod serve;
+mod slots;
 mod state;
 pub mod wait;
 mod writer;
 
-pub(crate) use calls::{Event, OutSink, StreamIn};
+pub(crate) use calls::{Event, StreamIn};
 pub(crate) use credit::RecvWindow;
 pub use handoff::{DirectHook, Handoff};
 pub(crate) use handshake::open;
 pub use options::{ConnectionOptions, RouterFactory};
 pub use serve::{Incoming, ServeFuture, Service};
+pub(crate) use slots::Answer;
 pub(crate) use state::{Core, Started};
 pub use wait::WaitMode;
 
 #[cfg(test)]
 mod backpressure_tests;
+#[cfg(test)]
+mod slots_tests;
