@@ -226,7 +226,8 @@ impl CallTable {
 pub(crate) type IdMap<V> = HashMap<u32, V, BuildHasherDefault<IdHasher>>;
 
 /// The hasher of [`IdMap`]: Fibonacci hashing of a `u32`, halves swapped
-/// (hashbrown takes the bucket from the low bits).
+/// (hashbrown takes the bucket from the low bits). A provider's method
+/// table hashes names with it too, a byte at a time.
 #[derive(Default)]
 pub(crate) struct IdHasher(u64);
 
@@ -236,7 +237,7 @@ impl Hasher for IdHasher {
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        // Only u32 keys are hashed; anything else still hashes soundly.
+        // Method names (the provider's table): each byte mixed in.
         for &b in bytes {
             self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         }

@@ -37,7 +37,7 @@ mod state;
 pub mod wait;
 mod writer;
 
-pub(crate) use calls::{Event, StreamIn};
+pub(crate) use calls::{Event, IdHasher, StreamIn};
 pub(crate) use credit::RecvWindow;
 pub use handoff::{DirectHook, Handoff};
 pub(crate) use handshake::open;
