@@ -12,6 +12,7 @@
 //! | `writer` | the write queue: batched, vectored, inline flush |
 //! | `calls` | the call table: calls we started, calls we serve, ids |
 //! | `slots` | the outcome slots of the calls that answer once: a slab in the call table, no channel per call |
+//! | `answer` | [`Answer`]: waiting for the outcome in a call's slot |
 //! | `credit` | [`RecvWindow`]: the credit this side grants for a stream it receives |
 //! | `direct` | the direct path's frames (§14): DIRECT and ACCEPT sent with a descriptor, received into a [`DirectHook`] |
 //! | `handoff` | the types `direct` hands up: [`Handoff`], [`DirectHook`] |
@@ -23,6 +24,7 @@
 //! TypeScript SDK (`ts/src/engine/`), except `wait`: a JavaScript runtime
 //! waits in its event loop.
 
+mod answer;
 mod backlog;
 mod calls;
 mod credit;
@@ -37,13 +39,13 @@ mod state;
 pub mod wait;
 mod writer;
 
+pub(crate) use answer::Answer;
 pub(crate) use calls::{Event, IdHasher, StreamIn};
 pub(crate) use credit::RecvWindow;
 pub use handoff::{DirectHook, Handoff};
 pub(crate) use handshake::open;
 pub use options::{ConnectionOptions, RouterFactory};
 pub use serve::{Incoming, ServeFuture, Service};
-pub(crate) use slots::Answer;
 pub(crate) use state::{Core, Started};
 pub use wait::WaitMode;
 

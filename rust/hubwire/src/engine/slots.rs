@@ -4,20 +4,17 @@
 //! grown to the number of calls in flight.
 //!
 //! The table owns every slot; a call holds a [`SlotRef`] (index and
-//! generation), and its [`Answer`] reads the slot under the table's lock.
+//! generation), and its `Answer` (`answer.rs`) reads the slot under the table's lock.
 //! Whoever takes a call out of the table (its RESPONSE, GOAWAY, the
 //! connection's death, a local cancel) fills its slot in the same locked
 //! section and wakes the waiter after unlocking, so an outcome can never be
 //! lost between leaving the table and reaching the slot. The slab holds at
-//! most one slot per [`Answer`] alive: the calls in flight (at most the
+//! most one slot per `Answer` alive: the calls in flight (at most the
 //! peer's `max_calls`, the gate of `Core::begin`) plus answers taken but
 //! not yet dropped; it never shrinks, so it costs its high-water mark.
 
-use std::future::poll_fn;
-use std::ops::Deref;
 use std::task::{Context, Poll, Waker};
 
-use super::state::Core;
 use crate::codec::Payload;
 use crate::errors::Error;
 
@@ -88,7 +85,7 @@ impl Slots {
     }
 
     /// Takes the outcome, or registers `cx`'s waker for it.
-    fn poll_take(&mut self, r: SlotRef, cx: &Context<'_>) -> Poll<Outcome> {
+    pub(crate) fn poll_take(&mut self, r: SlotRef, cx: &Context<'_>) -> Poll<Outcome> {
         let Some(s) = self.get(r) else {
             return Poll::Ready(Err(Error::unavailable("call slot lost")));
         };
@@ -123,64 +120,6 @@ impl Slots {
     #[cfg(test)]
     pub(crate) fn in_use(&self) -> usize {
         self.slots.len() - self.free.len()
-    }
-}
-
-/// Waits for the outcome in a call's slot, and frees the slot when
-/// dropped. `P` is how it reaches the connection (`&Core` for a unary
-/// call's own future, an owning handle otherwise).
-pub(crate) struct Answer<P: Deref<Target = Core>> {
-    core: P,
-    slot: SlotRef,
-    /// The slot already holds the waker of the task polling this answer
-    /// (registered by `Core::begin` in the same poll): the first poll can
-    /// return `Pending` without a look, since any outcome wakes that task.
-    registered: bool,
-    released: bool,
-}
-
-impl<P: Deref<Target = Core>> Answer<P> {
-    /// The answer of the call whose slot is `slot`; `registered` only when
-    /// the slot's waker is this poll's (see the field).
-    pub(crate) fn new(core: P, slot: SlotRef, registered: bool) -> Answer<P> {
-        Answer { core, slot, registered, released: false }
-    }
-
-    /// The outcome, if it has come.
-    pub(crate) fn try_take(&mut self) -> Option<Outcome> {
-        let mut t = self.core.calls.lock().unwrap();
-        let o = t.slots.take(self.slot)?;
-        t.slots.release(self.slot);
-        self.released = true;
-        Some(o)
-    }
-
-    /// Waits for the outcome (once: a second wait fails with `unavailable`).
-    pub(crate) async fn recv(&mut self) -> Outcome {
-        poll_fn(|cx| {
-            if std::mem::take(&mut self.registered) {
-                return Poll::Pending;
-            }
-            if self.released {
-                return Poll::Ready(Err(Error::unavailable("call slot lost")));
-            }
-            let mut t = self.core.calls.lock().unwrap();
-            let p = t.slots.poll_take(self.slot, cx);
-            if p.is_ready() {
-                t.slots.release(self.slot);
-                self.released = true;
-            }
-            p
-        })
-        .await
-    }
-}
-
-impl<P: Deref<Target = Core>> Drop for Answer<P> {
-    fn drop(&mut self) {
-        if !self.released {
-            self.core.calls.lock().unwrap().slots.release(self.slot);
-        }
     }
 }
 
