@@ -95,9 +95,13 @@ impl Decoder {
         if buf.len() < len {
             return Ok(None);
         }
-        let mut frame = buf.split_to(len).freeze();
-        let header = frame.split_to(HEADER_LEN);
-        parse_body(&header, frame).map(Some)
+        // The header is read off the buffer, not split off it: one split
+        // per frame (the body's), not two, each a reference count taken.
+        let mut header = [0u8; HEADER_LEN];
+        header.copy_from_slice(&buf[..HEADER_LEN]);
+        buf.advance(HEADER_LEN);
+        let body = buf.split_to(len - HEADER_LEN).freeze();
+        parse_body(&header, body).map(Some)
     }
 
     /// Called at end of stream with what is left unread: an error if it is
@@ -140,7 +144,8 @@ fn parse_body(h: &[u8], mut body: Bytes) -> Result<Frame, FrameError> {
                     body.len()
                 )));
             }
-            let method = utf8(body.split_to(mlen), "method name")?;
+            let method = utf8(&body[..mlen], "method name")?;
+            body.advance(mlen);
             let kind = Kind::from_bits(flags);
             if kind.streams_in() && !body.is_empty() {
                 return Err(FrameError::protocol(format!("{} Request must have an empty payload, got {} bytes", kind.name(), body.len())));
@@ -163,7 +168,7 @@ fn parse_body(h: &[u8], mut body: Bytes) -> Result<Frame, FrameError> {
             if mlen == 0 || mlen != body.len() {
                 return Err(FrameError::protocol(format!("Upgrade mechanism length {mlen} with {} bytes left in the body", body.len())));
             }
-            Frame::Upgrade { mechanism: utf8(body, "mechanism")? }
+            Frame::Upgrade { mechanism: utf8(&body, "mechanism")? }
         }
         FrameType::Upgraded => {
             let (code, message) = status(&mut body, ty)?;
@@ -215,10 +220,14 @@ fn status(body: &mut Bytes, ty: FrameType) -> Result<(Code, String), FrameError>
     if mlen > body.len() {
         return Err(FrameError::protocol(format!("{ty:?} message length {mlen} exceeds the {} bytes left in the body", body.len())));
     }
-    let message = utf8(body.split_to(mlen), "message")?;
+    // An `ok` carries no message: no copy, no allocation.
+    let message = if mlen == 0 { String::new() } else { utf8(&body[..mlen], "message")? };
+    body.advance(mlen);
     Ok((code, message))
 }
 
-fn utf8(b: Bytes, what: &str) -> Result<String, FrameError> {
-    String::from_utf8(b.to_vec()).map_err(|_| FrameError::protocol(format!("{what} is not valid UTF-8")))
+/// A UTF-8 string copied out of the frame (the slice is not split off the
+/// body's `Bytes`: that would take a reference count only to drop it).
+fn utf8(b: &[u8], what: &str) -> Result<String, FrameError> {
+    std::str::from_utf8(b).map(str::to_owned).map_err(|_| FrameError::protocol(format!("{what} is not valid UTF-8")))
 }

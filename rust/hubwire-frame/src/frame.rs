@@ -403,17 +403,30 @@ pub fn response_body_len(message: &str, payload_len: usize) -> usize {
 pub fn encode_request_head(dst: &mut BytesMut, call_id: u32, kind: Kind, codec: Codec, timeout_ms: u32, method: &str, payload_len: usize) {
     debug_assert!(!method.is_empty() && method.len() <= 255);
     let body = request_body_len(method, payload_len);
-    put_header(dst, FrameType::Request, kind as u8, codec as u8, call_id, body);
-    dst.put_u32_le(timeout_ms);
-    dst.put_u8(method.len() as u8);
+    // The fixed part in one copy: header, timeout_ms, the name's length.
+    let mut fixed = [0u8; HEADER_LEN + 5];
+    fixed[..HEADER_LEN].copy_from_slice(&header(FrameType::Request, kind as u8, codec as u8, call_id, body));
+    fixed[HEADER_LEN..HEADER_LEN + 4].copy_from_slice(&timeout_ms.to_le_bytes());
+    fixed[HEADER_LEN + 4] = method.len() as u8;
+    dst.reserve(fixed.len() + body.min(64 * 1024));
+    dst.put_slice(&fixed);
     dst.put_slice(method.as_bytes());
 }
 
 /// Writes a RESPONSE header and status; the caller appends the payload.
 pub fn encode_response_head(dst: &mut BytesMut, call_id: u32, codec: Codec, code: Code, message: &str, payload_len: usize) {
     let message = clip_message(message);
-    put_header(dst, FrameType::Response, 0, codec as u8, call_id, 3 + message.len() + payload_len);
-    put_status(dst, code, message);
+    // The fixed part in one copy: header, code, the message's length.
+    let body = 3 + message.len() + payload_len;
+    let mut fixed = [0u8; HEADER_LEN + 3];
+    fixed[..HEADER_LEN].copy_from_slice(&header(FrameType::Response, 0, codec as u8, call_id, body));
+    fixed[HEADER_LEN] = code as u8;
+    fixed[HEADER_LEN + 1..].copy_from_slice(&(message.len() as u16).to_le_bytes());
+    dst.reserve(fixed.len() + body.min(64 * 1024));
+    dst.put_slice(&fixed);
+    if !message.is_empty() {
+        dst.put_slice(message.as_bytes());
+    }
 }
 
 /// Writes an ITEM header; the caller appends the payload.
@@ -423,9 +436,19 @@ pub fn encode_item_head(dst: &mut BytesMut, call_id: u32, codec: Codec, payload_
 
 fn put_header(dst: &mut BytesMut, ty: FrameType, flags: u8, codec: u8, call_id: u32, body_len: usize) {
     dst.reserve(HEADER_LEN + body_len.min(64 * 1024));
-    dst.put_u32_le(body_len as u32);
-    dst.put_slice(&[VERSION, ty as u8, flags, codec]);
-    dst.put_u32_le(call_id);
+    dst.put_slice(&header(ty, flags, codec, call_id, body_len));
+}
+
+/// A frame header's 12 bytes (`spec/PROTOCOL.md` §3): body length (u32
+/// LE), version, type, flags, codec, call id (u32 LE). Built on the stack
+/// so that it is copied into the buffer once, not field by field (each
+/// `put_*` checks the capacity again).
+fn header(ty: FrameType, flags: u8, codec: u8, call_id: u32, body_len: usize) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[..4].copy_from_slice(&(body_len as u32).to_le_bytes());
+    h[4..8].copy_from_slice(&[VERSION, ty as u8, flags, codec]);
+    h[8..].copy_from_slice(&call_id.to_le_bytes());
+    h
 }
 
 fn put_status(dst: &mut BytesMut, code: Code, message: &str) {

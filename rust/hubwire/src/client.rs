@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hubwire_frame::Kind;
-use tokio::sync::{oneshot, Semaphore};
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use crate::codec::{Codec, Message, Payload};
 use crate::connection::Connection;
 use crate::direct::routed;
-use crate::engine::{self, Core, OutSink, StreamIn};
+use crate::engine::{self, Answer, Core, StreamIn};
 use crate::errors::{Code, Error};
 use crate::stream::{CallGuard, ItemSink, ItemStream};
 
@@ -53,7 +53,7 @@ pub struct AnyCall {
     /// The callee's items (server_stream, bidi); the stream's end is the
     /// call's end.
     pub items: Option<ItemStream<Payload>>,
-    once: Option<oneshot::Receiver<Result<Payload, Error>>>,
+    once: Option<Answer<Arc<Core>>>,
     started: Started,
 }
 
@@ -63,10 +63,10 @@ impl AnyCall {
     /// this fails with `internal`.
     pub async fn response(self) -> Result<Payload, Error> {
         let AnyCall { sink, once, started, .. } = self;
-        let Some(rx) = once else {
+        let Some(mut rx) = once else {
             return Err(Error::new(Code::Internal, "this call kind answers through its item stream"));
         };
-        let r = wait(rx, &started).await;
+        let r = wait(&mut rx, &started).await;
         drop(sink);
         r
     }
@@ -83,7 +83,7 @@ struct Started {
 pub struct ClientStream<I, O> {
     sink: ItemSink<I>,
     /// The answer (locked only for a failed `send`'s look at it).
-    rx: std::sync::Mutex<oneshot::Receiver<Result<Payload, Error>>>,
+    rx: std::sync::Mutex<Answer<Arc<Core>>>,
     /// The answer, once a failed `send` has taken it off `rx` early.
     early: std::sync::Mutex<Option<Result<Payload, Error>>>,
     started: Started,
@@ -105,7 +105,7 @@ impl<I: Message, O: Message> ClientStream<I, O> {
         if early.is_none() {
             // The engine delivers the answer before it closes the credit
             // the failed send waited on: if there is one, it is there now.
-            *early = self.rx.lock().unwrap().try_recv().ok();
+            *early = self.rx.lock().unwrap().try_take();
         }
         match &*early {
             Some(Err(answer)) => Err(answer.clone()),
@@ -125,7 +125,7 @@ impl<I: Message, O: Message> ClientStream<I, O> {
         let ClientStream { sink, rx, early, started, .. } = self;
         let p = match early.into_inner().unwrap() {
             Some(answer) => answer,
-            None => wait(rx.into_inner().unwrap(), &started).await,
+            None => wait(&mut rx.into_inner().unwrap(), &started).await,
         };
         drop(sink);
         decode_output(p?)
@@ -159,16 +159,16 @@ impl Connection {
     }
 
     async fn call_payload_on(&self, method: &str, input: Payload, opts: &CallOptions) -> Result<Payload, Error> {
-        let (tx, rx) = oneshot::channel();
-        let sink = OutSink::Once(tx);
         let core = self.core();
-        let call = core.begin(method, Kind::Unary, &input, opts.timeout, sink, None, None).await?;
+        let call = core.begin(method, Kind::Unary, &input, opts.timeout, None, None, None).await?;
+        // `begin` registered this task's waker in the slot, in this poll.
+        let mut answer = Answer::new(&**core, call.slot.expect("a unary call answers once"), true);
         // A unary call has one handle, this future: it needs no shared
         // guard (an allocation and a Connection clone per call), and once
         // the answer is in, the reader has already taken the call out of
         // the table, so there is nothing to cancel (no second lock).
         let mut pending = Pending { core, id: call.id, answered: false };
-        let r = wait_for(rx, call.deadline, core).await;
+        let r = wait_for(&mut answer, call.deadline).await;
         // Only a local deadline leaves the call in the table (a peer's
         // `deadline_exceeded` took it out too: cancelling it is a no-op).
         pending.answered = !matches!(&r, Err(e) if e.code() == Code::DeadlineExceeded);
@@ -185,7 +185,7 @@ impl Connection {
         let bytes = input.encode(codec).map_err(|e| Error::invalid_argument(format!("cannot encode input: {e}")))?;
         let (tx, stream) = StreamIn::new(self.core().local.window, self.core().backlog.clone());
         let window = Some(stream.window.clone());
-        let started = self.begin(method, Kind::ServerStream, &Payload { codec, bytes }, opts, OutSink::Stream(tx), None, window).await?;
+        let started = self.begin(method, Kind::ServerStream, &Payload { codec, bytes }, opts, Some(tx), None, window).await?;
         Ok(self.items(stream, &started))
     }
 
@@ -195,9 +195,9 @@ impl Connection {
     }
 
     async fn client_stream_on<I: Message, O: Message>(&self, method: &str, opts: &CallOptions) -> Result<ClientStream<I, O>, Error> {
-        let (tx, rx) = oneshot::channel();
         let credit = Arc::new(Semaphore::new(self.peer().window as usize));
-        let started = self.begin(method, Kind::ClientStream, &empty(opts), opts, OutSink::Once(tx), Some(credit.clone()), None).await?;
+        let started = self.begin(method, Kind::ClientStream, &empty(opts), opts, None, Some(credit.clone()), None).await?;
+        let rx = self.answer(&started);
         let sink = self.sink(opts, credit, &started);
         Ok(ClientStream { sink, rx: std::sync::Mutex::new(rx), early: std::sync::Mutex::new(None), started, _o: std::marker::PhantomData })
     }
@@ -212,7 +212,7 @@ impl Connection {
         let (tx, stream) = StreamIn::new(self.core().local.window, self.core().backlog.clone());
         let credit = Arc::new(Semaphore::new(self.peer().window as usize));
         let window = Some(stream.window.clone());
-        let started = self.begin(method, Kind::Bidi, &empty(opts), opts, OutSink::Stream(tx), Some(credit.clone()), window).await?;
+        let started = self.begin(method, Kind::Bidi, &empty(opts), opts, Some(tx), Some(credit.clone()), window).await?;
         Ok((self.sink(opts, credit, &started), self.items(stream, &started)))
     }
 
@@ -226,19 +226,26 @@ impl Connection {
 
     async fn call_any_on(&self, method: &str, kind: Kind, input: Payload, opts: &CallOptions) -> Result<AnyCall, Error> {
         let credit = kind.streams_in().then(|| Arc::new(Semaphore::new(self.peer().window as usize)));
-        let (out, once, stream) = if kind.streams_out() {
-            let (tx, stream) = StreamIn::new(self.core().local.window, self.core().backlog.clone());
-            (OutSink::Stream(tx), None, Some(stream))
-        } else {
-            let (tx, rx) = oneshot::channel();
-            (OutSink::Once(tx), Some(rx), None)
+        let (out, stream) = match kind.streams_out() {
+            true => {
+                let (tx, stream) = StreamIn::new(self.core().local.window, self.core().backlog.clone());
+                (Some(tx), Some(stream))
+            }
+            false => (None, None),
         };
         let window = stream.as_ref().map(|s| s.window.clone());
         let started = self.begin(method, kind, &input, opts, out, credit.clone(), window).await?;
+        let once = started.call.slot.is_some().then(|| self.answer(&started));
         let codec = Some(input.codec);
         let sink = credit.map(|c| self.sink(&CallOptions { codec, ..opts.clone() }, c, &started));
         let items = stream.map(|s| self.items(s, &started));
         Ok(AnyCall { sink, items, once, started })
+    }
+
+    /// The answer of a call that answers once, waited for later (and
+    /// perhaps by another task than the one that began it).
+    fn answer(&self, s: &Started) -> Answer<Arc<Core>> {
+        Answer::new(self.core().clone(), s.call.slot.expect("a call that answers once"), false)
     }
 
     fn items<O: Message>(&self, stream: StreamIn, s: &Started) -> ItemStream<O> {
@@ -259,11 +266,11 @@ impl Connection {
         kind: Kind,
         input: &Payload,
         opts: &CallOptions,
-        sink: OutSink,
+        stream: Option<tokio::sync::mpsc::UnboundedSender<engine::Event>>,
         send_credit: Option<Arc<Semaphore>>,
         recv: Option<Arc<engine::RecvWindow>>,
     ) -> Result<Started, Error> {
-        let call = self.core().begin(method, kind, input, opts.timeout, sink, send_credit, recv).await?;
+        let call = self.core().begin(method, kind, input, opts.timeout, stream, send_credit, recv).await?;
         let guard = Arc::new(CallGuard { conn: self.clone(), id: call.id });
         Ok(Started { guard, call })
     }
@@ -275,22 +282,20 @@ fn empty(opts: &CallOptions) -> Payload {
 
 /// Waits for a RESPONSE, honouring the deadline. On the deadline, the
 /// guard's drop sends CANCEL.
-async fn wait(rx: oneshot::Receiver<Result<Payload, Error>>, s: &Started) -> Result<Payload, Error> {
-    wait_for(rx, s.call.deadline, s.guard.conn.core()).await
+async fn wait(rx: &mut Answer<Arc<Core>>, s: &Started) -> Result<Payload, Error> {
+    wait_for(rx, s.call.deadline).await
 }
 
-/// Waits for the outcome on `rx` until `deadline`.
-async fn wait_for(rx: oneshot::Receiver<Result<Payload, Error>>, deadline: Option<Instant>, core: &Core) -> Result<Payload, Error> {
-    let r = match deadline {
-        None => rx.await,
-        Some(d) => match tokio::time::timeout_at(d, rx).await {
+/// Waits for the outcome in `rx` until `deadline`. Every path that takes
+/// a call out of the table delivers an outcome to it (`CallTable::settle`).
+async fn wait_for<P: std::ops::Deref<Target = Core>>(rx: &mut Answer<P>, deadline: Option<Instant>) -> Result<Payload, Error> {
+    match deadline {
+        None => rx.recv().await,
+        Some(d) => match tokio::time::timeout_at(d, rx.recv()).await {
             Ok(r) => r,
-            Err(_) => return Err(Error::new(Code::DeadlineExceeded, "deadline exceeded waiting for the response")),
+            Err(_) => Err(Error::new(Code::DeadlineExceeded, "deadline exceeded waiting for the response")),
         },
-    };
-    // The call was dropped from the table without an answer: by its own
-    // deadline (cancel_out), or because the connection died.
-    r.unwrap_or_else(|_| Err(core.lost_call_error(deadline)))
+    }
 }
 
 /// A unary call between its REQUEST and its outcome: dropped before the
@@ -307,7 +312,7 @@ struct Pending<'a> {
 impl Drop for Pending<'_> {
     fn drop(&mut self) {
         if !self.answered {
-            self.core.cancel_out(self.id);
+            self.core.cancel_out(self.id, Error::cancelled("the call was cancelled"));
         }
     }
 }

@@ -60,7 +60,36 @@ pub(crate) struct CancelSignal {
     notify: Notify,
 }
 
+/// Spare signals per thread, at most this many: a served call takes one
+/// and gives it back when it ends, so that a call answered at once costs no
+/// allocation for it (the reader serves many in a row on one thread).
+const SPARE_SIGNALS: usize = 64;
+
+thread_local! {
+    static SPARE: std::cell::RefCell<Vec<Arc<CancelSignal>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 impl CancelSignal {
+    /// A fresh (not cancelled) signal: a spare one of this thread's, or a
+    /// new one.
+    pub(crate) fn take() -> Arc<CancelSignal> {
+        SPARE.with(|s| s.borrow_mut().pop()).unwrap_or_default()
+    }
+
+    /// Gives a signal back for reuse once its call is over. Only a signal
+    /// nobody else holds is kept (a handler may have kept its context, and
+    /// with it the signal, which must then stay cancelled); it is reset.
+    pub(crate) fn give_back(mut signal: Arc<CancelSignal>) {
+        let Some(s) = Arc::get_mut(&mut signal) else { return };
+        *s.flag.get_mut() = false;
+        SPARE.with(|spare| {
+            let mut spare = spare.borrow_mut();
+            if spare.len() < SPARE_SIGNALS {
+                spare.push(signal);
+            }
+        });
+    }
+
     pub(crate) fn cancel(&self) {
         self.flag.store(true, Ordering::Release);
         self.notify.notify_waiters();
@@ -78,5 +107,28 @@ impl CancelSignal {
             }
             notified.await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signal_given_back_is_reused_reset_unless_someone_still_holds_it() {
+        let s = CancelSignal::take();
+        s.cancel();
+        let addr = Arc::as_ptr(&s);
+        CancelSignal::give_back(s);
+        let again = CancelSignal::take();
+        assert_eq!(Arc::as_ptr(&again), addr, "reused");
+        assert!(!again.is_cancelled(), "and reset");
+
+        let kept = again.clone(); // a handler kept its context
+        again.cancel();
+        CancelSignal::give_back(again);
+        let other = CancelSignal::take();
+        assert_ne!(Arc::as_ptr(&other), addr, "a signal still held is not reused");
+        assert!(kept.is_cancelled(), "and stays cancelled");
     }
 }

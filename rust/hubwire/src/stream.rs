@@ -26,7 +26,7 @@ pub(crate) struct CallGuard {
 
 impl Drop for CallGuard {
     fn drop(&mut self) {
-        self.conn.core().cancel_out(self.id);
+        self.conn.core().cancel_out(self.id, Error::cancelled("the call was cancelled"));
     }
 }
 
@@ -68,10 +68,11 @@ impl<T: Message> ItemStream<T> {
                 Ok(e) => e,
                 Err(_) => {
                     self.done = true;
+                    let e = Error::new(Code::DeadlineExceeded, "deadline exceeded while waiting for the next item");
                     if self.guard.is_some() {
-                        self.core.cancel_out(self.id);
+                        self.core.cancel_out(self.id, e.clone());
                     }
-                    return Err(Error::new(Code::DeadlineExceeded, "deadline exceeded while waiting for the next item"));
+                    return Err(e);
                 }
             },
         };
@@ -142,7 +143,7 @@ impl<T: Message> ItemSink<T> {
     async fn send_bytes(&self, codec: Codec, bytes: Bytes) -> Result<(), Error> {
         if let Err(e) = self.core.check_size(bytes.len(), "item") {
             if self.guard.is_some() {
-                self.core.cancel_out(self.id);
+                self.core.cancel_out(self.id, Error::cancelled("the call was cancelled"));
             }
             return Err(e);
         }
@@ -158,11 +159,13 @@ impl<T: Message> ItemSink<T> {
                     Some(d) => match tokio::time::timeout_at(d, acquire).await {
                         Ok(p) => p,
                         Err(_) => {
-                            // The call is over for the caller: tell the callee.
+                            // The call is over for the caller: tell the callee
+                            // (and its answer, which says the same).
+                            let e = Error::new(Code::DeadlineExceeded, "deadline exceeded while waiting for credit");
                             if self.guard.is_some() {
-                                self.core.cancel_out(self.id);
+                                self.core.cancel_out(self.id, e.clone());
                             }
-                            return Err(Error::new(Code::DeadlineExceeded, "deadline exceeded while waiting for credit"));
+                            return Err(e);
                         }
                     },
                 };

@@ -6,11 +6,13 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
+use std::task::Waker;
 
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use super::backlog::Backlog;
 use super::credit::RecvWindow;
+use super::slots::{Outcome, SlotRef, Slots};
 use crate::codec::Payload;
 use crate::context::CancelSignal;
 use crate::errors::Error;
@@ -80,8 +82,8 @@ pub(crate) fn deliver(backlog: &Backlog, tx: &mpsc::UnboundedSender<Event>, payl
 
 /// Where the outcome of a call this side started goes.
 pub(crate) enum OutSink {
-    /// unary and client_stream: the RESPONSE payload.
-    Once(oneshot::Sender<Result<Payload, Error>>),
+    /// unary and client_stream: the RESPONSE, into the call's slot.
+    Once(SlotRef),
     /// server_stream and bidi: ITEMs, then the end.
     Stream(mpsc::UnboundedSender<Event>),
 }
@@ -95,20 +97,28 @@ pub(crate) struct OutCall {
     pub(crate) recv: Option<Arc<RecvWindow>>,
 }
 
-impl OutCall {
-    /// Delivers the call's outcome and releases anyone waiting to send.
-    /// The outcome first: a send that fails on the closed credit can then
-    /// find it (`ClientStream::send` reports the callee's error).
-    pub(crate) fn finish(self, result: Result<Payload, Error>) {
-        match self.sink {
-            OutSink::Once(tx) => {
-                let _ = tx.send(result);
-            }
-            OutSink::Stream(tx) => {
-                let _ = tx.send(Event::End(result.map(|p| Some(p).filter(|p| !p.bytes.is_empty()))));
-            }
+/// What is left to do for a call taken out of the table, once the table's
+/// lock is released: wake its waiter, end its stream, release anyone
+/// waiting to send. The outcome is delivered first (a send that fails on
+/// the closed credit can then find it: `ClientStream::send` reports the
+/// callee's error).
+#[must_use]
+pub(crate) struct Settled {
+    waker: Option<Waker>,
+    stream: Option<(mpsc::UnboundedSender<Event>, Outcome)>,
+    credit: Option<Arc<Semaphore>>,
+}
+
+impl Settled {
+    /// Does it; call without the table's lock.
+    pub(crate) fn run(self) {
+        if let Some(w) = self.waker {
+            w.wake();
         }
-        if let Some(c) = &self.send_credit {
+        if let Some((tx, result)) = self.stream {
+            let _ = tx.send(Event::End(result.map(|p| Some(p).filter(|p| !p.bytes.is_empty()))));
+        }
+        if let Some(c) = &self.credit {
             c.close();
         }
     }
@@ -153,6 +163,8 @@ pub(crate) struct CallTable {
     pub(crate) last_peer_id: u32,
     pub(crate) pings: HashMap<u64, oneshot::Sender<()>>,
     pub(crate) ping_seq: u64,
+    /// The outcome slots of the calls in `out` that answer once.
+    pub(crate) slots: Slots,
 }
 
 impl CallTable {
@@ -170,6 +182,7 @@ impl CallTable {
             last_peer_id: 0,
             pings: HashMap::new(),
             ping_seq: 0,
+            slots: Slots::default(),
         }
     }
 
@@ -188,6 +201,16 @@ impl CallTable {
         }
     }
 
+    /// Delivers the outcome of a call taken out of `out`: into its slot
+    /// now, the rest once the lock is released ([`Settled::run`]).
+    pub(crate) fn settle(&mut self, call: OutCall, result: Outcome) -> Settled {
+        let (waker, stream) = match call.sink {
+            OutSink::Once(slot) => (self.slots.fill(slot, result), None),
+            OutSink::Stream(tx) => (None, Some((tx, result))),
+        };
+        Settled { waker, stream, credit: call.send_credit }
+    }
+
     /// Whether the connection has no calls left either way.
     pub(crate) fn idle(&self) -> bool {
         self.out.is_empty() && self.served.is_empty()
@@ -203,7 +226,8 @@ impl CallTable {
 pub(crate) type IdMap<V> = HashMap<u32, V, BuildHasherDefault<IdHasher>>;
 
 /// The hasher of [`IdMap`]: Fibonacci hashing of a `u32`, halves swapped
-/// (hashbrown takes the bucket from the low bits).
+/// (hashbrown takes the bucket from the low bits). A provider's method
+/// table hashes names with it too, a byte at a time.
 #[derive(Default)]
 pub(crate) struct IdHasher(u64);
 
@@ -213,7 +237,7 @@ impl Hasher for IdHasher {
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        // Only u32 keys are hashed; anything else still hashes soundly.
+        // Method names (the provider's table): each byte mixed in.
         for &b in bytes {
             self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         }
@@ -230,8 +254,8 @@ mod tests {
     use std::hash::BuildHasher;
 
     fn pending_call() -> OutCall {
-        let (tx, _rx) = oneshot::channel();
-        OutCall { sink: OutSink::Once(tx), send_credit: None, recv: None }
+        let slot = Slots::default().alloc(None);
+        OutCall { sink: OutSink::Once(slot), send_credit: None, recv: None }
     }
 
     #[test]

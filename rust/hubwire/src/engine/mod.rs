@@ -11,6 +11,8 @@
 //! | `reader` | the reader task: read, parse, route each frame to its call, wait |
 //! | `writer` | the write queue: batched, vectored, inline flush |
 //! | `calls` | the call table: calls we started, calls we serve, ids |
+//! | `slots` | the outcome slots of the calls that answer once: a slab in the call table, no channel per call |
+//! | `answer` | [`Answer`]: waiting for the outcome in a call's slot |
 //! | `credit` | [`RecvWindow`]: the credit this side grants for a stream it receives |
 //! | `direct` | the direct path's frames (§14): DIRECT and ACCEPT sent with a descriptor, received into a [`DirectHook`] |
 //! | `handoff` | the types `direct` hands up: [`Handoff`], [`DirectHook`] |
@@ -24,6 +26,7 @@
 //! TypeScript SDK (`ts/src/engine/`), except `wait`: a JavaScript runtime
 //! waits in its event loop.
 
+mod answer;
 mod backlog;
 mod calls;
 mod credit;
@@ -33,13 +36,15 @@ mod handshake;
 mod options;
 mod reader;
 mod serve;
+mod slots;
 mod state;
 mod upgrade;
 mod upgrade_state;
 pub mod wait;
 mod writer;
 
-pub(crate) use calls::{Event, OutSink, StreamIn};
+pub(crate) use answer::Answer;
+pub(crate) use calls::{Event, IdHasher, StreamIn};
 pub(crate) use credit::RecvWindow;
 pub use handoff::{DirectHook, Handoff};
 pub(crate) use handshake::open;
@@ -50,3 +55,5 @@ pub use wait::WaitMode;
 
 #[cfg(test)]
 mod backpressure_tests;
+#[cfg(test)]
+mod slots_tests;

@@ -277,14 +277,15 @@ fn route(core: &Arc<Core>, frame: Frame) -> Result<(), FrameError> {
     match frame {
         Frame::Request { .. } | Frame::Ping { .. } => unreachable!("handled by dispatch"),
         Frame::Response { call_id, codec, code, message, payload } => {
-            if let Some(call) = core.take_out(call_id) {
-                let payload = Payload { codec, bytes: payload };
-                call.finish(match code {
+            let payload = Payload { codec, bytes: payload };
+            core.answer(
+                call_id,
+                match code {
                     Code::Ok => Ok(payload),
                     Code::Failure => Err(Error::with_detail(code, message, Some(payload))),
                     _ => Err(Error::with_detail(code, message, None)),
-                });
-            }
+                },
+            );
             Ok(())
         }
         Frame::Item { call_id, codec, payload } => on_item(core, call_id, Payload { codec, bytes: payload }),
@@ -350,8 +351,9 @@ fn on_item(core: &Arc<Core>, id: u32, payload: Payload) -> Result<(), FrameError
             return Ok(());
         }
         let call = st.out.remove(&id).expect("present");
+        let settled = st.settle(call, Err(overrun()));
         drop(st);
-        call.finish(Err(overrun()));
+        settled.run();
         let _ = core.send(&Frame::Cancel { call_id: id });
     } else {
         let mut st = core.calls.lock().unwrap();
@@ -383,10 +385,12 @@ fn on_goaway(core: &Arc<Core>, last_id: u32, code: Code, message: String) -> Res
         let mut st = core.calls.lock().unwrap();
         st.peer_draining = true;
         let ids: Vec<u32> = st.out.keys().copied().filter(|&id| hubwire_frame::id_after(id, last_id)).collect();
-        ids.into_iter().filter_map(|id| st.out.remove(&id)).collect()
+        let err = Error::unavailable("peer is draining (GOAWAY) and never saw this call; safe to retry");
+        let calls: Vec<_> = ids.into_iter().filter_map(|id| st.out.remove(&id)).collect();
+        calls.into_iter().map(|c| st.settle(c, Err(err.clone()))).collect()
     };
-    for call in unseen {
-        call.finish(Err(Error::unavailable("peer is draining (GOAWAY) and never saw this call; safe to retry")));
+    for settled in unseen {
+        settled.run();
     }
     Ok(())
 }

@@ -147,7 +147,7 @@ pub(crate) fn on_request(
         }
         !t.served.is_empty()
     };
-    let cancel = Arc::new(CancelSignal::default());
+    let cancel = CancelSignal::take();
     let (items_tx, items) = if kind.streams_in() {
         let (tx, stream) = StreamIn::new(core.local.window, core.backlog.clone());
         (Some(tx), Some(stream))
@@ -159,15 +159,16 @@ pub(crate) fn on_request(
     let served = Served { cancel: cancel.clone(), items: items_tx, recv, send_credit: credit.clone() };
     let call =
         Incoming { method, id, kind, input, deadline, cancel: cancel.clone(), peer: core.peer.clone(), core: core.clone(), items, credit };
-    let answer = |served: Served, result| {
+    let answer = |served: Served, cancel: Arc<CancelSignal>, result| {
         served.cancel();
+        CancelSignal::give_back(cancel);
         core.send_response(id, result, more);
         Ok(false)
     };
     let mut work = match std::panic::catch_unwind(AssertUnwindSafe(|| service.call(call))) {
         Ok(Ok(work)) => CatchUnwind(work),
-        Ok(Err(refused)) => return answer(served, Err(refused)),
-        Err(panic) => return answer(served, Err(Error::defect(format!("service panicked: {}", panic_message(&*panic))))),
+        Ok(Err(refused)) => return answer(served, cancel, Err(refused)),
+        Err(panic) => return answer(served, cancel, Err(Error::defect(format!("service panicked: {}", panic_message(&*panic))))),
     };
     // Poll once right here, in either wait mode: a handler that answers at
     // once (most do) costs no task, no wake-up and no trip through the
@@ -175,7 +176,8 @@ pub(crate) fn on_request(
     // again with a real waker. (A handler that computes for long before
     // its first await yields first: `Provider::in_task`.)
     if let Poll::Ready(result) = Pin::new(&mut work).poll(&mut Context::from_waker(std::task::Waker::noop())) {
-        return answer(served, result);
+        drop(work); // and with it the handler's context: the signal may be reused
+        return answer(served, cancel, result);
     }
     {
         let mut t = core.calls.lock().unwrap();
@@ -207,7 +209,9 @@ async fn run(core: Arc<Core>, id: u32, work: CatchUnwind, cancel: Arc<CancelSign
         r = work => Some(r),
         _ = expiry => Some(Err(Error::new(Code::DeadlineExceeded, "deadline exceeded in the handler"))),
     };
-    if !finish(&core, id, &cancel, result) {
+    let more = finish(&core, id, &cancel, result);
+    CancelSignal::give_back(cancel);
+    if !more {
         // The caller may answer with its next request soon: spin for it.
         core.kick();
     }

@@ -12,12 +12,13 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use hubwire_frame::frame::{encode_item_head, encode_request_head, encode_response_head, request_body_len, response_body_len};
 use hubwire_frame::{Codec, Frame, Hello, Kind};
-use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::backlog::Backlog;
-use super::calls::{CallTable, OutCall, OutSink};
+use super::calls::{CallTable, Event, OutCall, OutSink};
 use super::credit::RecvWindow;
+use super::slots::SlotRef;
 use super::wait::Kick;
 use super::writer::Writer;
 use crate::codec::Payload;
@@ -55,6 +56,9 @@ pub(crate) struct Started {
     pub(crate) deadline: Option<Instant>,
     /// A slot of the peer's `max_calls`, released when the call is dropped.
     pub(crate) _permit: OwnedSemaphorePermit,
+    /// Where the outcome goes, for a call that answers once (its
+    /// [`super::Answer`] frees it).
+    pub(crate) slot: Option<SlotRef>,
 }
 
 impl Core {
@@ -189,6 +193,8 @@ impl Core {
     /// beyond it queue here rather than be refused there), registers the
     /// call with where its outcome goes, and sends its REQUEST. A zero
     /// `timeout` is no deadline, as `timeout_ms = 0` is on the wire.
+    /// Without `stream` the call answers once, into a slot of the table
+    /// ([`Started::slot`]) holding the waker of the task that began it.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn begin(
         &self,
@@ -196,7 +202,7 @@ impl Core {
         kind: Kind,
         input: &Payload,
         timeout: Option<Duration>,
-        sink: OutSink,
+        stream: Option<mpsc::UnboundedSender<Event>>,
         send_credit: Option<Arc<Semaphore>>,
         recv: Option<Arc<RecvWindow>>,
     ) -> Result<Started, Error> {
@@ -210,8 +216,14 @@ impl Core {
             Ok(p) => p,
             Err(_) => self.gate.clone().acquire_owned().await.map_err(|_| self.closed_error())?,
         };
+        // The task that waits for a single answer is most often this one:
+        // registering its waker now saves its first poll a look at the slot.
+        let waker = match stream {
+            None => Some(std::future::poll_fn(|cx| std::task::Poll::Ready(cx.waker().clone())).await),
+            Some(_) => None,
+        };
         // Other calls in flight: this REQUEST can share a write with theirs.
-        let (id, pipelined) = {
+        let (id, pipelined, slot) = {
             let mut t = self.calls.lock().unwrap();
             if let Some(e) = &t.closed {
                 return Err(e.clone());
@@ -220,8 +232,15 @@ impl Core {
                 return Err(Error::unavailable("peer is draining (GOAWAY); start the call elsewhere"));
             }
             let id = t.alloc_id();
+            let (sink, slot) = match stream {
+                Some(tx) => (OutSink::Stream(tx), None),
+                None => {
+                    let slot = t.slots.alloc(waker);
+                    (OutSink::Once(slot), Some(slot))
+                }
+            };
             t.out.insert(id, OutCall { sink, send_credit, recv });
-            (id, t.out.len() > 1)
+            (id, t.out.len() > 1, slot)
         };
         let timeout_ms = timeout.map_or(0, |t| t.as_millis().clamp(1, u32::MAX as u128) as u32);
         let head = |b: &mut BytesMut| encode_request_head(b, id, kind, input.codec, timeout_ms, method, input.bytes.len());
@@ -230,8 +249,13 @@ impl Core {
             // The writer closes on a failed write before the reader sees the
             // peer go: end the connection now, so that `is_closed` and the
             // other calls agree with the error this call gets.
+            // The call is out of the table now (`die` failed it): its slot
+            // is this caller's to free.
             let e = Error::unavailable(format!("connection closed: {r}"));
             self.die(e.clone());
+            if let Some(slot) = slot {
+                self.calls.lock().unwrap().slots.release(slot);
+            }
             return Err(e);
         }
         if !pipelined {
@@ -239,40 +263,32 @@ impl Core {
             // with the background flusher: spinning first would delay it.)
             self.kick();
         }
-        Ok(Started { id, deadline, _permit: permit })
+        Ok(Started { id, deadline, _permit: permit, slot })
     }
 
     /// Abandons a call we started: forgets it and sends CANCEL, if it was
     /// still pending.
-    pub(crate) fn cancel_out(&self, id: u32) {
-        let Some(call) = self.take_out(id) else { return };
-        if let Some(c) = &call.send_credit {
-            c.close();
+    /// `why` is the outcome its answer (if still waited for) receives.
+    pub(crate) fn cancel_out(&self, id: u32, why: Error) {
+        if self.answer(id, Err(why)) {
+            let _ = self.send(&Frame::Cancel { call_id: id });
         }
-        let _ = self.send(&Frame::Cancel { call_id: id });
     }
 
     /// Takes a call we started out of the table (its answer arrived, or we
-    /// abandon it), telling a drain when that was the last call.
-    pub(crate) fn take_out(&self, id: u32) -> Option<OutCall> {
-        let mut t = self.calls.lock().unwrap();
-        let c = t.out.remove(&id);
-        if c.is_some() && t.draining && t.idle() {
-            self.idle.notify_waiters();
-        }
-        c
-    }
-
-    /// Why a call's outcome never came: its own deadline passed (it was
-    /// abandoned), the connection died, or it was cancelled.
-    pub(crate) fn lost_call_error(&self, deadline: Option<Instant>) -> Error {
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            Error::new(Code::DeadlineExceeded, "deadline exceeded")
-        } else if self.is_closed() {
-            self.closed_error()
-        } else {
-            Error::cancelled("the call was cancelled")
-        }
+    /// abandon it) and delivers `outcome` to it, telling a drain when that
+    /// was the last call. False if the call was no longer there.
+    pub(crate) fn answer(&self, id: u32, outcome: Result<Payload, Error>) -> bool {
+        let settled = {
+            let mut t = self.calls.lock().unwrap();
+            let Some(c) = t.out.remove(&id) else { return false };
+            if t.draining && t.idle() {
+                self.idle.notify_waiters();
+            }
+            t.settle(c, outcome)
+        };
+        settled.run();
+        true
     }
 
     // ---- The connection's life -------------------------------------------
@@ -340,10 +356,12 @@ impl Core {
                 return false;
             }
             t.closed = Some(err.clone());
-            (std::mem::take(&mut t.out), std::mem::take(&mut t.served), std::mem::take(&mut t.pings))
+            let out: Vec<OutCall> = std::mem::take(&mut t.out).into_values().collect();
+            let out: Vec<_> = out.into_iter().map(|c| t.settle(c, Err(err.clone()))).collect();
+            (out, std::mem::take(&mut t.served), std::mem::take(&mut t.pings))
         };
-        for (_, call) in out {
-            call.finish(Err(err.clone()));
+        for settled in out {
+            settled.run();
         }
         for (_, s) in served {
             s.cancel();
