@@ -231,7 +231,7 @@ impl LinkShared {
                 return Poll::Ready(Ok(0));
             }
             let why = if self.silent.load(Ordering::Relaxed) {
-                format!("nats link: peer silent for {} s", ticker::DEAD_AFTER_MS / 1000)
+                format!("nats link: peer silent for {} ms", ticker::DEAD_AFTER_MS)
             } else {
                 let next = match rx.peeked.take() {
                     Some(msg) => Poll::Ready(Some(msg)),
