@@ -20,7 +20,7 @@
 //! The bench's clients run on current-thread runtimes that only run during
 //! their own turns, while the other rows of a comparison take theirs. A
 //! NATS client's I/O task must run all the time, or its heartbeats stop
-//! and the peer breaks its links after 1 s of silence (§13.5): so each
+//! and the peer breaks its links after 600 ms of silence (§13.5): so each
 //! target's NATS clients are connected on a runtime of their own, with one
 //! worker thread, for hubwire's rows and the floors' alike.
 

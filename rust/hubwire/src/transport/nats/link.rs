@@ -218,11 +218,24 @@ impl LinkShared {
     /// (poll) or a no-op one (try: WouldBlock instead of Pending).
     fn read(self: &Arc<Self>, cx: &mut Context<'_>, waits: bool, buf: &mut BytesMut) -> Poll<io::Result<usize>> {
         let mut rx = self.rx.lock().unwrap();
+        // Bytes put in `buf` by this read. While room remains it goes on
+        // with the messages that have already arrived, so a burst of small
+        // messages (a stream's items) costs one read, not one per message;
+        // whatever would end the read (nothing more yet, END, a break) then
+        // returns these bytes first and is met again by the next read.
+        let mut got = 0;
         loop {
             if !rx.leftover.is_empty() {
                 let n = rx.leftover.len().min(buf.capacity() - buf.len());
                 buf.put_slice(&rx.leftover.split_to(n));
-                return Poll::Ready(Ok(n));
+                got += n;
+                if buf.len() == buf.capacity() {
+                    return Poll::Ready(Ok(got));
+                }
+                continue;
+            }
+            if got > 0 && (rx.broken.is_some() || rx.eof) {
+                return Poll::Ready(Ok(got));
             }
             if let Some(why) = &rx.broken {
                 return Poll::Ready(Err(io::Error::new(io::ErrorKind::ConnectionAborted, why.clone())));
@@ -231,7 +244,7 @@ impl LinkShared {
                 return Poll::Ready(Ok(0));
             }
             let why = if self.silent.load(Ordering::Relaxed) {
-                format!("nats link: peer silent for {} s", ticker::DEAD_AFTER_MS / 1000)
+                format!("nats link: peer silent for {} ms", ticker::DEAD_AFTER_MS)
             } else {
                 let next = match rx.peeked.take() {
                     Some(msg) => Poll::Ready(Some(msg)),
@@ -252,6 +265,7 @@ impl LinkShared {
                         }
                     }
                     Poll::Ready(None) => format!("{}: the NATS connection is closed", self.label),
+                    Poll::Pending if got > 0 => return Poll::Ready(Ok(got)),
                     Poll::Pending if waits => {
                         *self.reader.lock().unwrap() = Some(cx.waker().clone());
                         // The ticker may have marked the link silent before

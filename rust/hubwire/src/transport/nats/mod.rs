@@ -16,7 +16,7 @@
 //!
 //! The NATS client's own I/O task (spawned on the runtime it was connected
 //! on) must keep running: heartbeats are handed to it, and a peer that
-//! hears nothing for 1 s breaks the link. Connect the client on a runtime
+//! hears nothing for 600 ms breaks the link. Connect the client on a runtime
 //! that is always driven (a multi-thread runtime, or one whose thread only
 //! blocks in the runtime), not on a current-thread runtime that sits idle
 //! outside `block_on` for long.

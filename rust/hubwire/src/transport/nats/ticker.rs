@@ -10,12 +10,15 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 /// A link sends a HEARTBEAT when it has sent nothing for this long.
-pub const HEARTBEAT_MS: u64 = 250;
-/// A link that has received nothing for this long is broken.
-pub const DEAD_AFTER_MS: u64 = 1000;
+pub const HEARTBEAT_MS: u64 = 200;
+/// A link that has received nothing for this long is broken: two whole
+/// heartbeat gaps (`HEARTBEAT_MS + TICK_MS`) and 100 ms of slack, so one
+/// late heartbeat never breaks a link, and a dead peer is noticed well
+/// within 1 s.
+pub const DEAD_AFTER_MS: u64 = 600;
 /// How often the thread looks: heartbeats go out at most
-/// `HEARTBEAT_MS + TICK_MS` apart, silence is noticed within
-/// `DEAD_AFTER_MS + TICK_MS`.
+/// `HEARTBEAT_MS + TICK_MS` (250 ms) apart, silence is noticed within
+/// `DEAD_AFTER_MS + TICK_MS` (650 ms).
 pub const TICK_MS: u64 = 50;
 
 /// What the ticker needs of a link (implemented by the link, so that this
