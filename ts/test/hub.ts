@@ -27,8 +27,10 @@ export interface RunningHub {
 /**
  * Starts a hub with `extra` lines in `[hub]` (tables such as `[hub.tls]`
  * may follow them); resolves once the listener `scheme` (`ws`, `wss`, or
- * `tls` for a tcp listener with TLS) has logged its port. The `url` is
- * then `ws://…/`, `wss://…/`, or `HOST:PORT` for `tls`.
+ * `tls` for a tcp listener with TLS) has logged its port and the provider
+ * has logged `ready` (before that, the hub answers its methods "still
+ * starting"). The `url` is then `ws://…/`, `wss://…/`, or `HOST:PORT` for
+ * `tls`.
  */
 export async function startHub(extra = "", scheme: "ws" | "wss" | "tls" = "ws"): Promise<RunningHub> {
   const dir = mkdtempSync(join(tmpdir(), "hw-ws-"));
@@ -41,13 +43,13 @@ export async function startHub(extra = "", scheme: "ws" | "wss" | "tls" = "ws"):
   const hub: ChildProcess = spawn(join(BIN, "hubwire"), ["hub", "--config", config], { stdio: ["ignore", "ignore", "pipe"] });
   let log = "";
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the hub logged no ${scheme} port within 20 s:\n${log}`)), 20_000);
+    const timer = setTimeout(() => reject(new Error(`the hub logged no ${scheme} port and no ready provider within 20 s:\n${log}`)), 20_000);
     hub.once("error", (e) => reject(new Error(`cannot start ${join(BIN, "hubwire")} (run make build, or set HUBWIRE_BIN): ${e.message}`)));
     hub.once("exit", (code) => reject(new Error(`the hub exited (${code}):\n${log}`)));
     hub.stderr!.setEncoding("utf8").on("data", (s: string) => {
       log += s;
       const m = new RegExp(`listen=${scheme}:(\\S+)`).exec(log);
-      if (m) {
+      if (m && /\bready provider=rust\b/.test(log)) {
         clearTimeout(timer);
         resolve(scheme === "tls" ? m[1]! : `${scheme}://${m[1]}/`);
       }
