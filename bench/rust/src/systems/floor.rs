@@ -25,7 +25,7 @@ pub fn start(job: &Job, spin: bool) -> io::Result<Box<dyn Target>> {
     }
     let payload = job.payload.raw.clone();
     Ok(match job.transport {
-        Transport::Unix | Transport::Tcp => Box::new(Remote { server: Listening::start(&args, job.transport)?, spin, payload }),
+        Transport::Unix | Transport::Tcp => Box::new(Remote { server: Listening::start(&args, job.transport)?, spin, payload, open: FrameIo::socket }),
         Transport::Child | Transport::Pipe => {
             Box::new(PerChild { args, pipe: job.transport == Transport::Pipe, spin, payload, children: Children::default() })
         }
@@ -37,19 +37,20 @@ pub fn start(job: &Job, spin: bool) -> io::Result<Box<dyn Target>> {
     })
 }
 
-struct Remote {
-    server: Listening,
-    spin: bool,
-    payload: Bytes,
+/// A floor server in another process, dialled once per connection; `open`
+/// turns the connected socket into the client's framing (the socket
+/// itself, or the rings it hands over in `shm_floor.rs`).
+pub(super) struct Remote<P: Pipe> {
+    pub(super) server: Listening,
+    pub(super) spin: bool,
+    pub(super) payload: Bytes,
+    pub(super) open: fn(OwnedFd, bool) -> io::Result<FrameIo<P>>,
 }
 
-impl Target for Remote {
+impl<P: Pipe + Send + 'static> Target for Remote<P> {
     fn connect(&self) -> io::Result<Box<dyn Client>> {
-        Ok(Box::new(FloorClient {
-            io: FrameIo::socket(self.server.addr.connect()?, self.spin)?,
-            payload: self.payload.clone(),
-            _peer: None,
-        }))
+        let io = (self.open)(self.server.addr.connect()?, self.spin)?;
+        Ok(Box::new(FloorClient { io, payload: self.payload.clone(), _peer: None }))
     }
 
     fn peers(&self) -> Vec<u32> {

@@ -17,15 +17,14 @@
 use std::io::{self, IoSlice};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use hubwire::transport::fd_pass;
 use hubwire::transport::shm::link::{self, Link};
 use hubwire::transport::shm::segment::Segment;
 use hubwire::transport::shm::Budget;
 
 use super::endpoint::Listening;
-use super::floor::FloorClient;
-use crate::client::Client;
+use super::floor::Remote;
 use crate::frame_io::{FrameIo, Pipe};
 use crate::model::{Job, Transport};
 use crate::runner::Target;
@@ -116,24 +115,9 @@ pub fn start(job: &Job, spin: bool) -> io::Result<Box<dyn Target>> {
     if spin {
         args.push("--spin");
     }
-    Ok(Box::new(Remote { server: Listening::start(&args, Transport::Unix)?, spin, payload: job.payload.raw.clone() }))
-}
-
-struct Remote {
-    server: Listening,
-    spin: bool,
-    payload: Bytes,
-}
-
-impl Target for Remote {
-    fn connect(&self) -> io::Result<Box<dyn Client>> {
-        let io = FrameIo::on(ShmPipe::offer(self.server.addr.connect()?)?, self.spin)?;
-        Ok(Box::new(FloorClient { io, payload: self.payload.clone(), _peer: None }))
-    }
-
-    fn peers(&self) -> Vec<u32> {
-        vec![self.server.pid()]
-    }
+    let server = Listening::start(&args, Transport::Unix)?;
+    let open = |sock, spin| FrameIo::on(ShmPipe::offer(sock)?, spin);
+    Ok(Box::new(Remote { server, spin, payload: job.payload.raw.clone(), open }))
 }
 
 /// The server loop of `bench-peer shm-floor`: one thread per connection.
