@@ -10,16 +10,8 @@
 import assert from "node:assert/strict";
 import net from "node:net";
 import { describe, it } from "node:test";
-import { Connection, decodeFrame, encodeFrame, tcp, type Hello } from "hubwire";
-
-const HELLO: Hello = {
-  versions: [1],
-  peer: { name: "raw", lang: "test", version: "0" },
-  max_frame: 16777216,
-  window: 64,
-  max_calls: 4096,
-  methods: [],
-};
+import { Connection, decodeFrame, encodeFrame, tcp } from "hubwire";
+import { RAW_HELLO as HELLO } from "./fixtures/hello.js";
 
 describe("closing after a fatal GOAWAY", () => {
   it("cuts off a peer that never stops writing, while the Connection is held", async () => {

@@ -9,19 +9,11 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
-import { Connection, decodeFrame, encodeFrame, HubwireError, memory, Provider, testing, type Frame, type Hello, type Transport } from "hubwire";
+import { Connection, decodeFrame, encodeFrame, HubwireError, memory, Provider, testing, type Frame, type Transport } from "hubwire";
+import { RAW_HELLO as HELLO } from "./fixtures/hello.js";
 
 const SPEC = fileURLToPath(new URL("../../../spec/", import.meta.url));
 const unhex = (s: string) => new Uint8Array(Buffer.from(s, "hex"));
-
-const HELLO: Hello = {
-  versions: [1],
-  peer: { name: "raw", lang: "test", version: "0" },
-  max_frame: 16777216,
-  window: 64,
-  max_calls: 4096,
-  methods: [],
-};
 
 /** The far end of a connection, speaking frames by hand. */
 class RawPeer {
