@@ -414,11 +414,7 @@ impl Run<'_> {
             let t = hubwire::transport::fd::FdTransport::new(ours, "direct".into()).map_err(|e| e.to_string())?;
             let conn =
                 hubwire::Connection::dial(t, &hubwire::ConnectionOptions::new("conformance-direct")).await.map_err(|e| e.to_string())?;
-            let got = conn.call_raw("echo", bytes::Bytes::from_static(b"direct")).await.map_err(|e| e.to_string())?;
-            if got.as_ref() != b"direct" {
-                return Err(format!("echo over the handed-over connection answered {got:?}"));
-            }
-            Ok(())
+            echoes(&conn, b"direct").await
         };
         tokio::time::timeout(self.wait, probe)
             .await
@@ -436,15 +432,21 @@ impl Run<'_> {
                 _ => hubwire::Connection::dial(tcp::connect(addr.as_str()).await.map_err(|e| e.to_string())?, &config).await,
             }
             .map_err(|e| e.to_string())?;
-            let got = conn.call_raw("echo", bytes::Bytes::from_static(b"alive")).await.map_err(|e| e.to_string())?;
-            if got.as_ref() != b"alive" {
-                return Err(format!("echo answered {got:?}"));
-            }
-            Ok(())
+            echoes(&conn, b"alive").await
         };
         tokio::time::timeout(self.wait, probe)
             .await
             .map_err(|_| "a new connection to the testee got no answer".to_string())?
             .map_err(|e| format!("the testee stopped serving other connections: {e}"))
+    }
+}
+
+/// `echo` of `word` over `conn` answers `word`: the probes of `hand_over`
+/// and `check_alive`.
+async fn echoes(conn: &hubwire::Connection, word: &'static [u8]) -> Result<(), String> {
+    let got = conn.call_raw("echo", bytes::Bytes::from_static(word)).await.map_err(|e| e.to_string())?;
+    match got.as_ref() == word {
+        true => Ok(()),
+        false => Err(format!("echo of {word:?} answered {got:?}")),
     }
 }

@@ -25,7 +25,9 @@ pub fn start(job: &Job, spin: bool) -> io::Result<Box<dyn Target>> {
     }
     let payload = job.payload.raw.clone();
     Ok(match job.transport {
-        Transport::Unix | Transport::Tcp => Box::new(Remote { server: Listening::start(&args, job.transport)?, spin, payload, open: FrameIo::socket }),
+        Transport::Unix | Transport::Tcp => {
+            Box::new(Remote { server: Listening::start(&args, job.transport)?, spin, payload, open: FrameIo::socket })
+        }
         Transport::Child | Transport::Pipe => {
             Box::new(PerChild { args, pipe: job.transport == Transport::Pipe, spin, payload, children: Children::default() })
         }
