@@ -41,7 +41,7 @@ help: ## Show this list of targets (the default)
 check-cargo:
 	@if ! command -v $(CARGO) >/dev/null 2>&1; then \
 	  echo "error: '$(CARGO)' was not found on PATH." >&2; \
-	  echo "hubwire needs a Rust toolchain (rustc >= 1.85, with cargo, rustfmt and clippy)." >&2; \
+	  echo "hubwire needs a Rust toolchain (rustc >= 1.89, with cargo, rustfmt and clippy)." >&2; \
 	  echo "Install it with rustup (see https://rustup.rs), open a new shell (or 'source ~/.cargo/env')," >&2; \
 	  echo "then run 'make deps' again. If cargo lives elsewhere, pass it: make deps CARGO=/path/to/cargo" >&2; \
 	  exit 1; \
