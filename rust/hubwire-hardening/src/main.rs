@@ -50,8 +50,8 @@ fn args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
-            "--bin" => a.bin = it.next().ok_or("--bin needs a directory")?.into(),
-            "--hub" => a.hub = Some(it.next().ok_or("--hub needs a file")?.into()),
+            "--bin" => a.bin = absolute(it.next().ok_or("--bin needs a directory")?)?,
+            "--hub" => a.hub = Some(absolute(it.next().ok_or("--hub needs a file")?)?),
             "--case" => a.only.push(it.next().ok_or("--case needs a name")?),
             "--strict-latency" => a.strict_latency = true,
             "--list" => a.list = true,
@@ -59,6 +59,13 @@ fn args() -> Result<Args, String> {
         }
     }
     Ok(a)
+}
+
+/// `path` made absolute against the working directory: the suite runs the
+/// hub and providers from scratch directories of their own, where a
+/// relative path would name nothing.
+fn absolute(path: String) -> Result<PathBuf, String> {
+    std::path::absolute(&path).map_err(|e| format!("{path:?}: {e}"))
 }
 
 fn main() {
