@@ -26,7 +26,8 @@
 //! | [`codec`] | base | [`Raw`] bytes, MessagePack and JSON payloads |
 //! | `one_value` | base | what counts as one MessagePack value, checked before any decoder |
 //! | [`errors`] | base | [`Error`] and the status [`Code`] table |
-//! | [`transport`] | transports | memory, child process, Unix socket, TCP |
+//! | [`nats`] | API | dialing and serving over NATS (§13): a client, a provider replica with no hub |
+//! | [`transport`] | transports | memory, child process, Unix socket, TCP, TLS, NATS, and shared memory reached by upgrading a Unix or child connection (§11.4) |
 //!
 //! ```no_run
 //! use hubwire::{transport, Connection, ConnectionOptions, Provider, Raw};

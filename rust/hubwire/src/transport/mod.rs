@@ -15,6 +15,7 @@
 //! | [`tcp`] | `host:port` | [`memory`] |
 //! | [`tls`] | `host:port`, encrypted (rustls) | [`memory`] |
 //! | [`nats`] | a method, provider or replica through a NATS server (§13) | [`memory`] |
+//! | [`shm`] | the same machine, by upgrading a `unix` or `child` connection (§11.4) | [`memory`] |
 //!
 //! [`fd`] is the one implementation behind `child`, `unix` and `tcp`;
 //! [`tls`] reads and writes the same kind of socket through rustls.
