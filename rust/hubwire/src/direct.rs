@@ -2,18 +2,18 @@
 //! §14), and the hooks a hub uses to offer it.
 //!
 //! A connection dialled with [`ConnectionOptions::direct`] to a hub that
-//! sent `direct` too keeps [`DirectRoutes`]: for each method, the direct
+//! sent `direct` too keeps `DirectRoutes`: for each method, the direct
 //! connection to a provider replica that serves it. The first call of a
 //! method that has none goes through the hub as always and, in the
 //! background, asks the hub for one (`hubwire.direct`, one at a time per
 //! connection, backing off after `unavailable`); the hub's DIRECT frame
-//! arrives on the reader ([`DirectRoutes::hook`]), which dials the
+//! arrives on the reader (`DirectRoutes::hook`), which dials the
 //! replica over the descriptor (or the address) in a task of its own and,
 //! once the handshake is done, routes the provider's methods there.
 //!
 //! A direct connection takes no new calls once it drains (GOAWAY) or ends,
 //! nor once the hub connection does; a call that fails because the
-//! replica never saw it ([`never_sent`]) is started again through the
+//! replica never saw it (`never_sent`) is started again through the
 //! hub, so no call is lost to a replica's restart.
 
 use std::any::Any;
