@@ -7,7 +7,7 @@
 //! method that has none goes through the hub as always and, in the
 //! background, asks the hub for one (`hubwire.direct`, one at a time per
 //! connection, backing off after `unavailable`); the hub's DIRECT frame
-//! arrives on the reader (`DirectRoutes::hook`), which dials the
+//! arrives on the reader (the `DirectHook` that `DirectRoutes::new` makes), which dials the
 //! replica over the descriptor (or the address) in a task of its own and,
 //! once the handshake is done, routes the provider's methods there.
 //!
