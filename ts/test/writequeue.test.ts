@@ -7,7 +7,8 @@
  * provider stops reading new calls (so the peer's writes stop at its full
  * socket), and then either the peer reads again and gets every answer, or
  * it does not and is closed with GOAWAY `resource_exhausted` after the
- * stall timeout.
+ * stall timeout. The same over the shared-memory ring, whose reader
+ * pauses by leaving the peer's bytes in the ring.
  */
 
 import assert from "node:assert/strict";
@@ -16,7 +17,7 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
-import { Codec, Connection, decodeFrame, encodeFrame, unix, type ConnectionOptions, type Incoming, type Service } from "hubwire";
+import { Codec, Connection, decodeFrame, encodeFrame, sharedmemory, unix, type ConnectionOptions, type Incoming, type Service } from "hubwire";
 import { RAW_HELLO } from "./fixtures/hello.js";
 
 /** Each request's payload, and the provider's cap. */
@@ -66,13 +67,11 @@ async function setup(options: ConnectionOptions): Promise<{ conn: Connection; ec
  * for {@link STOPPED_MS}; returns how many were handed to the socket.
  */
 async function flood(raw: net.Socket): Promise<number> {
-  const payload = new Uint8Array(PAYLOAD).fill(7);
   let sent = 0;
   for (;;) {
     while (sent < OFFERED) {
-      const req = encodeFrame({ type: "request", call_id: 2 * sent + 1, kind: "unary", codec: "raw", timeout_ms: 0, method: "echo", payload });
       sent++;
-      if (!raw.write(req)) break;
+      if (!raw.write(request(2 * sent - 1))) break;
     }
     if (sent === OFFERED && raw.writableLength === 0) return sent;
     const drained = await new Promise<boolean>((resolve) => {
@@ -81,6 +80,21 @@ async function flood(raw: net.Socket): Promise<number> {
       raw.once("drain", onDrain);
     });
     if (!drained) return sent;
+  }
+}
+
+/** An echo REQUEST with call id `id` and a {@link PAYLOAD}-byte payload. */
+function request(id: number): Uint8Array {
+  return encodeFrame({ type: "request", call_id: id, kind: "unary", codec: "raw", timeout_ms: 0, method: "echo", payload: new Uint8Array(PAYLOAD).fill(7) });
+}
+
+/** Resolves once `measure()` has not changed for {@link STOPPED_MS}: the flow it measures has stopped. */
+async function stopped(measure: () => number): Promise<void> {
+  for (let last = -1; ; ) {
+    const now = measure();
+    if (now === last) return;
+    last = now;
+    await new Promise((resolve) => setTimeout(resolve, STOPPED_MS));
   }
 }
 
@@ -148,5 +162,41 @@ describe("the write queue's cap", () => {
     });
     assert.equal(goaway, "resource_exhausted");
     raw.destroy();
+  });
+
+  it("over shared memory, holds back a peer that does not read, then answers every call once it does", { timeout: 60_000 }, async () => {
+    const sab = sharedmemory.buffer(CAP);
+    // The raw peer is a bare transport that writes and is not started: it reads nothing until it is.
+    const raw = sharedmemory.connect(sab, "dialer", { spinUs: 0 });
+    const echo = new Echo();
+    const server = Connection.accept(sharedmemory.connect(sab, "acceptor", { spinUs: 0 }), { writeQueue: CAP, service: echo });
+    raw.write(encodeFrame({ type: "hello", body: RAW_HELLO }));
+    const conn = await server;
+    for (let i = 0; i < OFFERED; i++) raw.write(request(2 * i + 1));
+    await stopped(() => raw.queued!());
+    const queued = conn.core.writer.queued();
+    assert.ok(queued <= CAP + ANSWER, `${queued} bytes queued for a peer that does not read (cap ${CAP})`);
+    assert.ok(raw.queued!() > 0, "the ring took every request: nothing held the peer back");
+    assert.ok(echo.calls < OFFERED, `the provider took all ${OFFERED} calls from a peer that does not read`);
+    // Now read: every request is answered, none lost.
+    let buf: Uint8Array = new Uint8Array(0);
+    let answered = 0;
+    await new Promise<void>((resolve, reject) => {
+      raw.start({
+        onData: (b) => {
+          buf = buf.length === 0 ? b : Buffer.concat([buf, b]);
+          for (let d = decodeFrame(buf); d !== null; d = decodeFrame(buf)) {
+            buf = buf.subarray(d.length);
+            if (d.frame.type === "response" && d.frame.code === "ok" && d.frame.payload.length === PAYLOAD) answered++;
+            else if (d.frame.type !== "hello") reject(new Error(`unexpected ${d.frame.type}`));
+          }
+          if (answered === OFFERED) resolve();
+        },
+        onEnd: (why) => reject(new Error(`closed after ${answered} of ${OFFERED} answers: ${why}`)),
+      });
+    });
+    assert.equal(echo.calls, OFFERED);
+    conn.close();
+    raw.close();
   });
 });
