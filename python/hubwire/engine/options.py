@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..frame import VERSION
+from .writer import DEFAULT_WRITE_QUEUE
 from ..hello import DEFAULT_MAX_CALLS, DEFAULT_MAX_FRAME, DEFAULT_WINDOW, Hello, PeerInfo, fit_hello
 
 if TYPE_CHECKING:
@@ -29,6 +30,16 @@ class ConnectionOptions:
     max_calls: int = DEFAULT_MAX_CALLS
     #: Seconds to wait for the peer's HELLO.
     handshake_timeout: float = 10.0
+    #: Frame bytes queued for the peer (not yet taken by its socket) above
+    #: which we stop reading its new calls and PINGs and item senders wait
+    #: (at least 64 KiB): a peer that sends but does not read is held back
+    #: by its own full socket instead of growing our queue. Answers, items,
+    #: credit and cancels are still read.
+    write_queue: int = DEFAULT_WRITE_QUEUE
+    #: Seconds the queue may stay above ``write_queue`` while a new call
+    #: waits to be read, before the connection is closed with GOAWAY
+    #: ``resource_exhausted``.
+    write_stall_timeout: float = 30.0
     #: The service whose methods we offer, if any (a ``Provider``).
     service: Service | None = None
     #: As the dialer: the token sent in our HELLO (``spec/PROTOCOL.md`` §4.4).
