@@ -8,7 +8,8 @@
  * socket), and then either the peer reads again and gets every answer, or
  * it does not and is closed with GOAWAY `resource_exhausted` after the
  * stall timeout. The same over the shared-memory ring, whose reader
- * pauses by leaving the peer's bytes in the ring.
+ * pauses by leaving the peer's bytes in the ring; and a WebSocket reports
+ * its `bufferedAmount`, and its draining.
  */
 
 import assert from "node:assert/strict";
@@ -17,7 +18,7 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
-import { Codec, Connection, decodeFrame, encodeFrame, sharedmemory, unix, type ConnectionOptions, type Incoming, type Service } from "hubwire";
+import { Codec, Connection, decodeFrame, encodeFrame, sharedmemory, unix, websocket, type ConnectionOptions, type Incoming, type Service } from "hubwire";
 import { RAW_HELLO } from "./fixtures/hello.js";
 
 /** Each request's payload, and the provider's cap. */
@@ -198,5 +199,38 @@ describe("the write queue's cap", () => {
     assert.equal(echo.calls, OFFERED);
     conn.close();
     raw.close();
+  });
+
+  it("counts a WebSocket's bufferedAmount and says when it has drained", { timeout: 60_000 }, async () => {
+    /** A WebSocket that is open at once and never sends: `bufferedAmount` is set by the test. */
+    class Stuck {
+      binaryType = "";
+      readyState = 1;
+      protocol = websocket.SUBPROTOCOL;
+      bufferedAmount = 0;
+      private readonly listeners = new Map<string, (ev: unknown) => void>();
+      send(data: Uint8Array): void {
+        this.bufferedAmount += data.length;
+      }
+      close(): void {}
+      addEventListener(type: string, listener: (ev: unknown) => void): void {
+        this.listeners.set(type, listener);
+      }
+      static last: Stuck;
+      constructor() {
+        Stuck.last = this;
+      }
+    }
+    const t = websocket.connect("ws://127.0.0.1:1/", { WebSocket: Stuck });
+    let drained!: () => void;
+    const drain = new Promise<void>((resolve) => (drained = resolve));
+    t.start({ onData: () => {}, onEnd: () => {}, onDrain: () => drained() });
+    t.write(new Uint8Array(2 * CAP));
+    assert.equal(t.queued!(), 2 * CAP);
+    // The network takes it all: the transport notices and says so.
+    Stuck.last.bufferedAmount = 0;
+    await drain;
+    assert.equal(t.queued!(), 0);
+    t.close();
   });
 });
