@@ -30,6 +30,13 @@ class ConnectionOptions:
     max_calls: int = DEFAULT_MAX_CALLS
     #: Seconds to wait for the peer's HELLO.
     handshake_timeout: float = 10.0
+    #: The service whose methods we offer, if any (a ``Provider``).
+    service: Service | None = None
+    #: As the dialer: the token sent in our HELLO (``spec/PROTOCOL.md`` §4.4).
+    token: str | None = field(default=None, repr=False)
+    #: As the acceptor: the token dialers must send. Without it (or with
+    #: another) they get GOAWAY ``unauthenticated`` and never our HELLO.
+    require_token: str | None = field(default=None, repr=False)
     #: Frame bytes queued for the peer (not yet taken by its socket) above
     #: which we stop reading its new calls and PINGs and item senders wait
     #: (at least 64 KiB): a peer that sends but does not read is held back
@@ -40,13 +47,6 @@ class ConnectionOptions:
     #: waits to be read, before the connection is closed with GOAWAY
     #: ``resource_exhausted``.
     write_stall_timeout: float = 30.0
-    #: The service whose methods we offer, if any (a ``Provider``).
-    service: Service | None = None
-    #: As the dialer: the token sent in our HELLO (``spec/PROTOCOL.md`` §4.4).
-    token: str | None = field(default=None, repr=False)
-    #: As the acceptor: the token dialers must send. Without it (or with
-    #: another) they get GOAWAY ``unauthenticated`` and never our HELLO.
-    require_token: str | None = field(default=None, repr=False)
 
     def hello(self, dialer: bool) -> Hello:
         """Our HELLO. The service's methods are asked for once, here."""
