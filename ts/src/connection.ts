@@ -35,6 +35,22 @@ export interface ConnectionOptions {
   maxCalls?: number;
   /** How long to wait for the peer's HELLO (default 10 s). */
   handshakeTimeoutMs?: number;
+  /**
+   * Frame bytes queued for the peer and not yet taken by it (default
+   * 4 MiB, at least 64 KiB): what our writer holds plus what the
+   * transport still buffers (a Node socket buffers every write, without
+   * limit). Above it we stop reading the peer's new calls and PINGs (its
+   * writes then stop at its full socket) and stream senders wait; answers
+   * to calls already running still queue, bounded by our `maxCalls`.
+   * ITEMs, CREDIT, answers and CANCEL are still read.
+   */
+  writeQueue?: number;
+  /**
+   * How long the queue may stay above `writeQueue` while a new call waits
+   * to be read (default 30 s), before the connection is closed with
+   * GOAWAY `resource_exhausted`.
+   */
+  writeStallTimeoutMs?: number;
   /** As the dialer: the token sent in our HELLO (`spec/PROTOCOL.md` §4.4). */
   token?: string;
   /**
@@ -83,7 +99,7 @@ export class Connection {
   private readonly routes: DirectRoutes | undefined;
 
   private constructor(transport: Transport, options: ConnectionOptions, dialer: boolean) {
-    this.core = new Core(transport, dialer, localHello(options, dialer));
+    this.core = new Core(transport, dialer, localHello(options, dialer), options.writeQueue, options.writeStallTimeoutMs);
     // Carried opaquely by the engine, so a handler's context can call back.
     this.core.connection = this;
     if (dialer && options.direct === true) {

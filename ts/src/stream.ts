@@ -71,7 +71,7 @@ export class ItemSink<T = unknown> {
     call.send = new CreditGate(0);
   }
 
-  /** Sends one item, waiting for credit. Rejects once the call has ended (its outcome then says how). */
+  /** Sends one item, waiting for credit (and while the write queue is over its cap). Rejects once the call has ended (its outcome then says how). */
   async send(item: T): Promise<void> {
     const { call, core } = this;
     const gate = call.send!;
@@ -84,6 +84,9 @@ export class ItemSink<T = unknown> {
     }
     const wait = gate.take();
     if (wait !== null) await wait;
+    // Over the write queue's cap (the peer is not reading): wait for it to drain.
+    const full = core.writer.ready();
+    if (full !== null) await full;
     core.writer.item(call.id, this.codec, payload);
   }
 

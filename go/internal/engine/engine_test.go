@@ -110,7 +110,7 @@ func (r *recorder) got() [][]byte {
 
 func TestWriterCoalesces(t *testing.T) {
 	r := &recorder{}
-	w := newWriter(r)
+	w := newWriter(r, DefaultWriteQueue)
 	w.push([]byte{1, 1, 1}, nil, false)
 	w.push([]byte{2, 2, 2}, []byte("p"), false)
 	if got := r.got(); len(got) != 2 || !bytes.Equal(got[1], []byte{2, 2, 2, 'p'}) {
@@ -174,7 +174,7 @@ func (c *choppy) Write(bufs [][]byte) (int, error)    { return c.write(bufs, fal
 
 func TestWriterKeepsFramesWholeUnderContention(t *testing.T) {
 	c := &choppy{t: t}
-	w := newWriter(c)
+	w := newWriter(c, DefaultWriteQueue)
 	const writers, each = 8, 300
 	var wg sync.WaitGroup
 	for g := range writers {

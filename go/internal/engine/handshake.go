@@ -23,7 +23,7 @@ import (
 func Open(t transport.Transport, o Options, dialer bool) (*Core, error) {
 	o = o.withDefaults()
 	local := o.hello(dialer)
-	w := newWriter(t)
+	w := newWriter(t, o.WriteQueue)
 	gated := !dialer && o.RequireToken != ""
 	sendHello := func() error {
 		if err := w.push((&frame.Frame{Type: frame.TypeHello, Hello: local}).Append(nil), nil, false); err != nil {
@@ -94,7 +94,7 @@ func Open(t transport.Transport, o Options, dialer bool) (*Core, error) {
 	for _, m := range local.Methods {
 		c.names[m.Name] = m.Name
 	}
-	c.rb, c.dec, c.spin = rb, dec, o.Spin
+	c.rb, c.dec, c.spin, c.stall = rb, dec, o.Spin, o.WriteStallTimeout
 	sp := newSpinner(o.Wait, o.Spin)
 	c.spinUnary = sp.enabled()
 	go c.readLoop(sp)

@@ -12,6 +12,12 @@ import (
 // Version is the SDK's version, sent in HELLO.
 const Version = "0.1.0"
 
+// DefaultWriteQueue is Options.WriteQueue by default: 4 MiB.
+const DefaultWriteQueue = 4 << 20
+
+// MinWriteQueue is the smallest Options.WriteQueue taken (as in the Rust runtime).
+const MinWriteQueue = 64 << 10
+
 // Options say how a connection presents itself, its limits, how it waits
 // and what it serves. The zero value is usable: every zero field takes its
 // default.
@@ -32,6 +38,18 @@ type Options struct {
 	MaxCalls uint32
 	// HandshakeTimeout bounds the wait for the peer's HELLO (default 10 s).
 	HandshakeTimeout time.Duration
+	// WriteQueue is how many frame bytes may be queued for the peer (not
+	// yet taken by its socket) before we stop reading its new calls and
+	// PINGs and stream senders wait (default 4 MiB, at least 64 KiB): a
+	// peer that sends but does not read is held back by its own full
+	// socket instead of growing our queue. Frames that end or feed calls
+	// already running (RESPONSE, ITEM, CREDIT, CANCEL, END) are still
+	// read, so two peers streaming to each other never wait on one another.
+	WriteQueue int
+	// WriteStallTimeout is how long the queue may stay above WriteQueue
+	// while a new call waits to be read before the connection is closed
+	// with GOAWAY resource_exhausted (default 30 s).
+	WriteStallTimeout time.Duration
 	// Service serves the calls the peer makes; nil offers no methods.
 	Service Service
 	// Token, as the dialer: sent in our HELLO (spec/PROTOCOL.md §4.4).
@@ -65,6 +83,13 @@ func (o Options) withDefaults() Options {
 	}
 	if o.HandshakeTimeout <= 0 {
 		o.HandshakeTimeout = 10 * time.Second
+	}
+	if o.WriteQueue == 0 {
+		o.WriteQueue = DefaultWriteQueue
+	}
+	o.WriteQueue = max(o.WriteQueue, MinWriteQueue)
+	if o.WriteStallTimeout <= 0 {
+		o.WriteStallTimeout = 30 * time.Second
 	}
 	return o
 }

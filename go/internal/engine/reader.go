@@ -15,6 +15,12 @@ import (
 // there, parses every complete frame, routes each to its call (a REQUEST
 // to the serving seam), and waits for more the way the connection's
 // WaitMode says. Bad input ends the connection with GOAWAY (§7.1).
+//
+// While our write queue is over its cap (the peer is not reading what we
+// send), a new REQUEST or PING from the peer is held, and nothing more is
+// read, until the queue drains; if it stays over the cap for
+// Options.WriteStallTimeout, the connection is closed with GOAWAY
+// resource_exhausted. Other frames are always read.
 
 func (c *Core) readLoop(sp spinner) {
 	rb, dec := c.rb, c.dec
@@ -23,7 +29,7 @@ func (c *Core) readLoop(sp spinner) {
 		// Frames the reader itself sends while it dispatches one read
 		// (CREDIT, PONG, refusals) leave in one write.
 		c.writer.cork()
-		handedOff, ferr := c.dispatchAll(rb, dec, &delivered)
+		handedOff, held, ferr := c.dispatchAll(rb, dec, &delivered)
 		if handedOff {
 			return // another goroutine reads now (see inline.go)
 		}
@@ -31,6 +37,20 @@ func (c *Core) readLoop(sp spinner) {
 		if ferr != nil {
 			c.failProtocol(ferr)
 			return
+		}
+		if held {
+			// The peer's new call waits, unread, and its writes stop at its full socket.
+			ctx, cancel := context.WithTimeout(context.Background(), c.stall)
+			c.writer.ready(ctx)
+			cancel()
+			if c.writer.overCap() {
+				c.failProtocol(&frame.Error{
+					Code:    frame.ResourceExhausted,
+					Message: "the peer has not read our last frames for " + c.stall.String() + " (write queue over its cap)",
+				})
+				return
+			}
+			continue
 		}
 		select {
 		case <-c.dead:
@@ -57,28 +77,33 @@ func (c *Core) readLoop(sp spinner) {
 
 // dispatchAll dispatches every complete frame buffered. handedOff: a
 // handler this goroutine ran inline was slow, and another goroutine has
-// taken over reading; this one must stop touching the read state.
-func (c *Core) dispatchAll(rb *readBuf, dec *frame.Decoder, delivered *bool) (handedOff bool, ferr *frame.Error) {
+// taken over reading; this one must stop touching the read state. held: a
+// REQUEST or PING arrived while the write queue is over its cap; it stays
+// unread, first in the buffer, until the queue drains.
+func (c *Core) dispatchAll(rb *readBuf, dec *frame.Decoder, delivered *bool) (handedOff, held bool, ferr *frame.Error) {
 	for {
 		f, n, err := dec.Decode(rb.unread())
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
 		if n == 0 {
-			return false, nil
+			return false, false, nil
+		}
+		if (f.Type == frame.TypeRequest || f.Type == frame.TypePing) && c.writer.overCap() {
+			return false, true, nil
 		}
 		rb.r += n
 		if f.Type == frame.TypeRequest {
 			inlined, handedOff, err := c.onRequest(&f, rb.r == rb.w)
 			if err != nil || handedOff {
-				return handedOff, err
+				return handedOff, false, err
 			}
 			*delivered = *delivered || !inlined
 			continue
 		}
 		woke, err := c.dispatch(&f)
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
 		*delivered = *delivered || woke
 	}

@@ -27,6 +27,7 @@ type Core struct {
 	dialer  bool // we opened the connection: our call ids are odd
 	wait    WaitMode
 	spin    time.Duration
+	stall   time.Duration // Options.WriteStallTimeout (reader.go)
 	// spinUnary: low-latency with more than one CPU (see Core.Unary).
 	spinUnary bool
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"hubwire.dev/go/transport"
@@ -35,8 +36,11 @@ import (
 //     coming) is pushed "soon": the background flusher writes it after
 //     yielding once, so frames of goroutines already runnable join it.
 //
-// Bounds: above highWater queued bytes, stream senders wait (ready) for
-// the queue to drain; other frames are bounded by max_calls × max_frame.
+// Bounds: above its cap (Options.WriteQueue, 4 MiB) queued bytes, stream
+// senders wait (ready) for the queue to drain and the reader holds the
+// peer's new calls and PINGs (reader.go), so a peer that does not read is
+// held back by its own full socket; answers to calls already running
+// still queue, bounded by the calls the peer may have in flight.
 type writer struct {
 	t transport.Transport
 
@@ -49,25 +53,30 @@ type writer struct {
 	bg       bool // ... and it is the background flusher (a stale kick must not make it take over)
 	corked   bool
 	closed   error
-	drained  chan struct{} // closed and replaced when the queue empties or drops below highWater
+	drained  chan struct{} // closed and replaced when the queue empties or drops to its cap
 	waiting  int           // goroutines waiting on drained (only then is it replaced: no allocation per flush)
 
 	inline [][]byte // the inline flusher's batch, reused (one flusher at a time)
 
 	kick chan struct{} // wakes the background flusher; one token
 	soon bool          // the kick was for a pipelined frame: yield before writing
+
+	cap int // queued bytes above which senders wait and the reader holds new calls
+	// high: more than cap is queued (and the writer is open), kept beside
+	// the lock so the check per REQUEST read (overCap) takes none.
+	// Written under mu whenever queued or closed changes.
+	high atomic.Bool
 }
 
 const (
 	copyLimit = 4096
-	highWater = 4 << 20
 	maxBatch  = 64 // segments per writev
 )
 
 var errWriterClosed = errors.New("connection closed")
 
-func newWriter(t transport.Transport) *writer {
-	w := &writer{t: t, head: make([]byte, 0, 16<<10), drained: make(chan struct{}), kick: make(chan struct{}, 1)}
+func newWriter(t transport.Transport, cap int) *writer {
+	w := &writer{t: t, cap: cap, head: make([]byte, 0, 16<<10), drained: make(chan struct{}), kick: make(chan struct{}, 1)}
 	go w.background()
 	return w
 }
@@ -90,6 +99,7 @@ func (w *writer) push(head, payload []byte, soon bool) error {
 		w.segs = append(w.segs, payload)
 	}
 	w.queued += len(head) + len(payload)
+	w.mark()
 	if w.flushing || w.corked {
 		w.mu.Unlock()
 		return nil
@@ -158,6 +168,7 @@ func (w *writer) take(batch [][]byte, inline bool) ([][]byte, bool) {
 	if len(w.segs) == 0 || w.closed != nil {
 		w.flushing, w.bg = false, false
 		w.queued = 0
+		w.mark()
 		w.broadcast()
 		if inline {
 			clear(batch[:cap(batch)])
@@ -179,6 +190,7 @@ func (w *writer) done(n int, written [][]byte) {
 	w.mu.Lock()
 	before := w.queued
 	w.queued = max(w.queued-n, 0)
+	w.mark()
 	if w.spare == nil {
 		for _, b := range written {
 			if cap(b) >= 16<<10 && cap(b) <= 1<<20 {
@@ -187,7 +199,7 @@ func (w *writer) done(n int, written [][]byte) {
 			}
 		}
 	}
-	if before > highWater && w.queued <= highWater {
+	if before > w.cap && w.queued <= w.cap {
 		w.broadcast()
 	}
 	w.mu.Unlock()
@@ -295,12 +307,20 @@ func advance(bufs [][]byte, n int) [][]byte {
 	return bufs
 }
 
-// ready waits while more than highWater bytes are queued: backpressure for
-// stream senders.
+// mark updates high after queued or closed changed (with mu held).
+func (w *writer) mark() {
+	w.high.Store(w.queued > w.cap && w.closed == nil)
+}
+
+// overCap reports whether more than the cap is queued (and the writer is open).
+func (w *writer) overCap() bool { return w.high.Load() }
+
+// ready waits while more than the cap is queued, or until ctx ends:
+// backpressure for stream senders, and for the reader.
 func (w *writer) ready(ctx context.Context) {
 	for {
 		w.mu.Lock()
-		if w.queued <= highWater || w.closed != nil {
+		if w.queued <= w.cap || w.closed != nil {
 			w.mu.Unlock()
 			return
 		}
@@ -344,6 +364,7 @@ func (w *writer) close(reason string) {
 	}
 	w.segs, w.head = nil, nil
 	w.queued = 0
+	w.mark()
 	w.broadcast()
 	w.mu.Unlock()
 	w.wake() // the background flusher sees closed and exits

@@ -20,6 +20,7 @@ from ..transport import Transport
 from .options import ConnectionOptions
 from .reader import Reader
 from .state import Core
+from .writer import MIN_WRITE_QUEUE
 
 
 async def open_connection(transport: Transport, options: ConnectionOptions, dialer: bool) -> Core:
@@ -28,6 +29,8 @@ async def open_connection(transport: Transport, options: ConnectionOptions, dial
     loop = asyncio.get_running_loop()
     core = Core(transport, options.hello(dialer), options.service, dialer, loop)
     core.require_token = None if dialer else options.require_token
+    core.writer.cap = max(options.write_queue, MIN_WRITE_QUEUE)
+    core.write_stall_timeout = options.write_stall_timeout
     reader = Reader(core)
     core.reader = reader
     if core.require_token is None:

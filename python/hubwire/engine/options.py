@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..frame import VERSION
+from .writer import DEFAULT_WRITE_QUEUE
 from ..hello import DEFAULT_MAX_CALLS, DEFAULT_MAX_FRAME, DEFAULT_WINDOW, Hello, PeerInfo, fit_hello
 
 if TYPE_CHECKING:
@@ -36,6 +37,16 @@ class ConnectionOptions:
     #: As the acceptor: the token dialers must send. Without it (or with
     #: another) they get GOAWAY ``unauthenticated`` and never our HELLO.
     require_token: str | None = field(default=None, repr=False)
+    #: Frame bytes queued for the peer (not yet taken by its socket) above
+    #: which we stop reading its new calls and PINGs and item senders wait
+    #: (at least 64 KiB): a peer that sends but does not read is held back
+    #: by its own full socket instead of growing our queue. Answers, items,
+    #: credit and cancels are still read.
+    write_queue: int = DEFAULT_WRITE_QUEUE
+    #: Seconds the queue may stay above ``write_queue`` while a new call
+    #: waits to be read, before the connection is closed with GOAWAY
+    #: ``resource_exhausted``.
+    write_stall_timeout: float = 30.0
 
     def hello(self, dialer: bool) -> Hello:
         """Our HELLO. The service's methods are asked for once, here."""

@@ -5,6 +5,14 @@ frame, and routes each by call id; a REQUEST goes to the serving seam
 refusing GOAWAY) may come. Bad input ends the connection with GOAWAY and
 its code (``spec/PROTOCOL.md`` §7.1).
 
+While our write queue is over its cap (the peer is not reading what we
+send), a new REQUEST or PING from the peer is held: it and what follows
+stay unparsed and the transport stops reading (so the peer's writes stop
+at its full socket) until the queue drains; if it stays over the cap for
+``write_stall_timeout``, the connection is closed with GOAWAY
+``resource_exhausted``. Other frames are always read, so two peers
+streaming to each other never wait on one another.
+
 The buffer starts at 256 KiB and grows to hold a whole frame when one is
 larger (up to ``max_frame``, which the header check enforces before any of
 the body is read); it shrinks back once it is empty again.
@@ -12,6 +20,7 @@ the body is read); it shrinks back once it is empty again.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..codes import Code
@@ -22,6 +31,7 @@ from ..frame import (
     Cancel,
     HEADER,
     ITEM,
+    PING,
     REQUEST,
     RESPONSE,
     Credit,
@@ -69,6 +79,8 @@ class Reader:
         self.start = 0
         self.end = 0
         self.need = HEADER_LEN
+        #: A REQUEST or PING waits at ``start`` while the write queue is over its cap.
+        self.held = False
         self.routes: dict[type, Callable[[Any], None]] = {
             Response: self._response,
             Item: self._item,
@@ -111,7 +123,7 @@ class Reader:
     def on_readable(self) -> None:
         """The transport has bytes (or its end) for us."""
         core = self.core
-        if core.error is not None:
+        if core.error is not None or self.held:
             return
         self._room()
         try:
@@ -144,6 +156,7 @@ class Reader:
         start, end = self.start, self.end
         opened = core.handshake.done()
         version, max_frame = decoder.version, decoder.max_frame
+        writer = core.writer
         core.writer.corked = True
         try:
             while True:
@@ -159,6 +172,9 @@ class Reader:
                 if opened and REQUEST <= ftype <= ITEM and v == version and body_len <= max_frame and codec <= 2 and call_id:
                     if avail < n:
                         self.need = n
+                        break
+                    if ftype == REQUEST and writer.queued > writer.cap:
+                        self._hold()
                         break
                     at = start + HEADER_LEN
                     start += n
@@ -177,6 +193,9 @@ class Reader:
                 n = decoder.check(mv, start, avail)
                 if avail < n:
                     self.need = n
+                    break
+                if opened and ftype in (REQUEST, PING) and writer.queued > writer.cap:
+                    self._hold()
                     break
                 frame = decode_body(mv, start, n)
                 start += n
@@ -198,6 +217,37 @@ class Reader:
         finally:
             if core.writer.corked:
                 core.writer.uncork()
+
+    def _hold(self) -> None:
+        """Holds the frame at ``start`` (see the module's comment) until the
+        write queue is within its cap, or ends the connection after the
+        stall timeout."""
+        core = self.core
+        self.held = True
+        core.transport.pause_reading()
+        stall = core.write_stall_timeout
+        timer = core.loop.call_later(stall, self._stalled, stall)
+        below: asyncio.Future[None] = core.loop.create_future()
+        below.add_done_callback(lambda _: self._release(timer))
+        # Resolved by the writer once the queue is within its cap (or closed).
+        core.writer.waiters.append(below)
+
+    def _stalled(self, stall: float) -> None:
+        if self.held:
+            self.core.fail_protocol(
+                HubwireError(Code.resource_exhausted, f"the peer has not read our last frames for {stall} s (write queue over its cap)")
+            )
+
+    def _release(self, timer: asyncio.TimerHandle) -> None:
+        """The write queue is within its cap (or the connection ended): reads on from the held frame."""
+        timer.cancel()
+        self.held = False
+        core = self.core
+        if core.error is not None:
+            return
+        core.transport.resume_reading()
+        if self.end > self.start:
+            self._parse()
 
     # ---- Routing -------------------------------------------------------------
 

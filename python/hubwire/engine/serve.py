@@ -103,7 +103,7 @@ class Incoming:
         core = self.core
         core.check_size(len(payload), "item")
         await gate.take()
-        if core.writer.queued > 4 * 1024 * 1024:
+        if core.writer.over_cap():
             await core.writer.ready()
         if core.served.get(s.id) is not s:
             raise HubwireError(Code.cancelled, "the call has ended")

@@ -66,6 +66,8 @@ class Core:
         self.closed: asyncio.Future[HubwireError] = loop.create_future()
         self.idle: asyncio.Event = asyncio.Event()
         self.handshake: asyncio.Future[None] = loop.create_future()
+        #: Seconds the write queue may stay over its cap with a new call held (reader.py).
+        self.write_stall_timeout = 30.0
         #: The connection's reader (engine/reader.py).
         self.reader: Any = None
         #: The public ``Connection`` of this core, once one was made.

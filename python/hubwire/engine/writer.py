@@ -12,9 +12,11 @@ into one buffer; a payload of 16 KiB or more stays a segment of its own,
 so it is never copied in Python (the kernel copies it once). A socket that
 is full hands the rest to a writability callback.
 
-Cap: above 4 MiB queued, :meth:`Writer.ready` makes senders of stream
-items wait (responses and requests are bounded by ``max_frame`` and
-``max_calls`` already).
+Cap (``ConnectionOptions.write_queue``, 4 MiB): above it,
+:meth:`Writer.ready` makes senders of stream items wait and the reader
+holds the peer's new calls and PINGs (``reader.py``), so a peer that does
+not read is held back by its own full socket; answers to calls already
+running still queue, bounded by the calls the peer may have in flight.
 """
 
 from __future__ import annotations
@@ -28,17 +30,28 @@ Buf = Union[bytes, bytearray, memoryview]
 
 #: Payloads this large are not copied into the batch buffer.
 BIG = 16 * 1024
-#: Queued bytes above which item senders wait.
-LIMIT = 4 * 1024 * 1024
+#: ``ConnectionOptions.write_queue`` by default: queued bytes above which
+#: item senders wait and the reader holds new calls.
+DEFAULT_WRITE_QUEUE = 4 * 1024 * 1024
+#: The smallest cap taken (as in the Rust runtime).
+MIN_WRITE_QUEUE = 64 * 1024
 
 
 class Writer:
     """Batches frames and writes them to the transport."""
 
-    __slots__ = ("transport", "loop", "on_error", "buf", "parts", "queued", "scheduled", "blocked", "closed", "waiters", "corked")
+    __slots__ = ("transport", "loop", "on_error", "buf", "parts", "queued", "scheduled", "blocked", "closed", "waiters", "corked", "cap")
 
-    def __init__(self, transport: Transport, loop: asyncio.AbstractEventLoop, on_error: Callable[[OSError], None]) -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        loop: asyncio.AbstractEventLoop,
+        on_error: Callable[[OSError], None],
+        cap: int = DEFAULT_WRITE_QUEUE,
+    ) -> None:
         self.transport = transport
+        #: Queued bytes above which item senders wait and the reader holds new calls.
+        self.cap = max(cap, MIN_WRITE_QUEUE)
         self.loop = loop
         self.on_error = on_error
         #: The current run of small frames.
@@ -144,7 +157,7 @@ class Writer:
     def _writable(self) -> None:
         self.blocked = False
         self.flush()
-        if self.queued <= LIMIT:
+        if self.queued <= self.cap:
             self._wake()
 
     def _wake(self) -> None:
@@ -153,9 +166,13 @@ class Writer:
             if not w.done():
                 w.set_result(None)
 
+    def over_cap(self) -> bool:
+        """Whether more than the cap is queued (and the writer is open)."""
+        return self.queued > self.cap and not self.closed
+
     async def ready(self) -> None:
-        """Waits while more than :data:`LIMIT` bytes are queued."""
-        while self.queued > LIMIT and not self.closed:
+        """Waits while more than the cap is queued."""
+        while self.queued > self.cap and not self.closed:
             fut: asyncio.Future[None] = self.loop.create_future()
             self.waiters.append(fut)
             await fut

@@ -44,6 +44,18 @@ class Transport(abc.ABC):
     def close(self) -> None:
         """Ends the stream both ways and releases the transport. Idempotent."""
 
+    def pause_reading(self) -> None:
+        """Stops calling ``on_readable`` until :meth:`resume_reading` (the
+        connection holds the peer's new call while its write queue is over
+        its cap): what arrives meanwhile stays in the transport, whose own
+        bound (a socket's receive buffer) then holds the peer's writes back.
+        The default does nothing; a transport whose ``on_readable`` is
+        level-triggered must implement it, or the reader is called again
+        and again."""
+
+    def resume_reading(self) -> None:
+        """Calls ``on_readable`` again after :meth:`pause_reading`."""
+
     def linger(self, seconds: float, max_bytes: int) -> None:
         """Closes after a fatal GOAWAY (``spec/PROTOCOL.md`` §7.3): shuts down
         the sending side only, then reads and discards what still arrives

@@ -53,12 +53,21 @@ class MemoryTransport(Transport):
         self._out = outbound
         self.description = description
         self._closed = False
+        self._on_readable: Callable[[], None] | None = None
 
     def attach(self, loop: asyncio.AbstractEventLoop, on_readable: Callable[[], None]) -> None:
         self._in.loop = loop
         self._out.loop = self._out.loop or loop
-        self._in.reader = on_readable
+        self._in.reader = self._on_readable = on_readable
         if self._in.data or self._in.closed:
+            self._in.wake_reader()
+
+    def pause_reading(self) -> None:
+        self._in.reader = None
+
+    def resume_reading(self) -> None:
+        if not self._closed and self._on_readable is not None:
+            self._in.reader = self._on_readable
             self._in.wake_reader()
 
     def recv_into(self, buf: memoryview) -> int:

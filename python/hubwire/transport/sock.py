@@ -26,10 +26,20 @@ class SocketTransport(Transport):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._writable: Callable[[], None] | None = None
         self._closed = False
+        self._on_readable: Callable[[], None] | None = None
 
     def attach(self, loop: asyncio.AbstractEventLoop, on_readable: Callable[[], None]) -> None:
         self._loop = loop
+        self._on_readable = on_readable
         loop.add_reader(self.fd, on_readable)
+
+    def pause_reading(self) -> None:
+        if self._loop is not None and not self._closed:
+            self._loop.remove_reader(self.fd)
+
+    def resume_reading(self) -> None:
+        if self._loop is not None and not self._closed and self._on_readable is not None:
+            self._loop.add_reader(self.fd, self._on_readable)
 
     def recv_into(self, buf: memoryview) -> int:
         return self.sock.recv_into(buf)

@@ -372,8 +372,9 @@ export class ServedCall extends Cancellation {
 
   /**
    * Sends one ITEM of the call's outputs within the caller's credit: at
-   * once when there is credit (returns `null`: no promise), else a promise
-   * that settles once it is sent. Fails (throws, or rejects) once the call
+   * once when there is credit and the write queue is within its cap
+   * (returns `null`: no promise), else a promise that settles once it is
+   * sent. Fails (throws, or rejects) once the call
    * has ended, and with `too_large` for an item over the peer's `max_frame`.
    */
   sendItem(codec: number, payload: Uint8Array): Promise<void> | null {
@@ -381,15 +382,19 @@ export class ServedCall extends Cancellation {
     if (gate === null) throw new HubwireError("invalid_argument", `call ${this.callId} (${this.method}) has no output stream`);
     const max = this.host.peer.max_frame;
     if (payload.length > max) throw new HubwireError("too_large", `item of ${payload.length} bytes exceeds the peer's max_frame of ${max} bytes`);
+    const writer = this.host.writer;
     const wait = gate.take();
-    if (wait === null) {
-      this.host.writer.item(this.callId, codec, payload);
+    if (wait === null && !writer.overCap()) {
+      writer.item(this.callId, codec, payload);
       return null;
     }
-    return wait.then(() => {
-      // The call may have ended while this item waited for credit.
-      if (this.live) this.host.writer.item(this.callId, codec, payload);
-    });
+    // Waits for credit, then while the write queue is over its cap (the peer is not reading).
+    return (wait ?? Promise.resolve())
+      .then(() => writer.ready())
+      .then(() => {
+        // The call may have ended while this item waited.
+        if (this.live) writer.item(this.callId, codec, payload);
+      });
   }
 
   /**

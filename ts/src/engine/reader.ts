@@ -7,6 +7,15 @@
  * ids are odd, the acceptor's even). A frame for a call that is no longer
  * live is ignored (`spec/PROTOCOL.md` §3); an error thrown while reading
  * is the peer's fault: GOAWAY with its code, then close (§7.1).
+ *
+ * While our write queue is over its cap (the peer is not reading what we
+ * send, `writer.ts`), a new REQUEST or PING from the peer is held: it and
+ * everything after it stay unparsed, and the transport is paused (so the
+ * peer's writes stop at its full socket), until the queue is within its
+ * cap again. Other frames (answers, ITEMs, CREDIT, CANCEL, END) are
+ * always read, so two peers streaming to each other never wait on one
+ * another. If the queue stays over its cap for `writeStallTimeoutMs`
+ * with a call held, GOAWAY `resource_exhausted` and close.
  */
 
 import { CODES, codeName } from "../codes.js";
@@ -27,6 +36,8 @@ export class FrameReader implements TransportSink {
   private buffered = 0;
   /** How many bytes the frame at the head of `chunks` needs in all. */
   private need = 0;
+  /** A REQUEST or PING heads `chunks`, held while the write queue is over its cap. */
+  private held = false;
 
   constructor(private readonly core: Core) {
     // The HELLO may be larger than our max_frame: the peer cannot know our
@@ -43,8 +54,8 @@ export class FrameReader implements TransportSink {
     }
     this.chunks.push(chunk);
     this.buffered += chunk.length;
-    // Not a whole frame yet: join nothing until one is complete.
-    if (this.buffered < this.need) return;
+    // Not a whole frame yet (or one held): join nothing until it can go on.
+    if (this.buffered < this.need || this.held) return;
     const b = concat(this.chunks, this.buffered);
     this.chunks = [];
     this.buffered = 0;
@@ -62,6 +73,11 @@ export class FrameReader implements TransportSink {
           this.need = n < 0 ? HEADER_LEN : n;
           break;
         }
+        const type = b[off + 5];
+        if ((type === FrameType.Request || type === FrameType.Ping) && this.core.opening === null && this.core.writer.overCap()) {
+          this.hold();
+          break;
+        }
         this.decoder.parse(b, off, n, this.visitor);
         off += n;
         if (this.core.error !== null) return;
@@ -76,11 +92,49 @@ export class FrameReader implements TransportSink {
     }
   }
 
+  /**
+   * Holds the frame at the head of what is left unparsed (see the file's
+   * comment): pauses the transport until the write queue is within its
+   * cap, or ends the connection after the stall timeout.
+   */
+  private hold(): void {
+    const core = this.core;
+    this.held = true;
+    core.transport.pause?.();
+    const ms = core.writeStallMs;
+    const timer = setTimeout(() => {
+      if (!this.held) return;
+      this.fatal(new HubwireError("resource_exhausted", `the peer has not read our last frames for ${ms} ms (write queue over its cap)`));
+    }, ms);
+    void (core.writer.ready() ?? Promise.resolve()).then(() => {
+      clearTimeout(timer);
+      this.release();
+    });
+  }
+
+  /** The write queue is within its cap again (or the connection ended): reads on from the held frame. */
+  private release(): void {
+    this.held = false;
+    if (this.core.error !== null) return;
+    this.core.transport.resume?.();
+    if (this.buffered === 0) return;
+    const b = concat(this.chunks, this.buffered);
+    this.chunks = [];
+    this.buffered = 0;
+    this.consume(b);
+  }
+
+  /** The transport's queue emptied: the writer may be within its cap again. */
+  onDrain(): void {
+    this.core.writer.wake();
+  }
+
   /** The transport ended. */
   onEnd(reason: string): void {
     const core = this.core;
     if (core.error !== null) return;
-    if (this.buffered > 0) {
+    // Held calls go unanswered: the peer is gone.
+    if (this.buffered > 0 && !this.held) {
       const rest = concat(this.chunks, this.buffered);
       const e = this.decoder.finish(rest, 0, rest.length);
       if (e !== null) return this.fatal(e);

@@ -16,7 +16,7 @@ import { FrameType, idAfter, type DirectOffer } from "../frame.js";
 import type { Hello } from "../hello.js";
 import type { Transport } from "../transport/index.js";
 import { CallIds, CallQueue, onDeadline, type CallHost, type OutCall, type ServedCall } from "./calls.js";
-import { Writer } from "./writer.js";
+import { DEFAULT_WRITE_QUEUE, DEFAULT_WRITE_STALL_MS, MIN_WRITE_QUEUE, Writer } from "./writer.js";
 
 /** How long a connection that sent a fatal GOAWAY discards input before it closes (spec §7.3). */
 export const LINGER_MS = 1000;
@@ -70,8 +70,12 @@ export class Core implements CallHost {
     readonly dialer: boolean,
     /** Our HELLO: identity, limits, the methods we offer. */
     readonly local: Hello,
+    /** The write queue's cap in bytes (at least {@link MIN_WRITE_QUEUE}; `writer.ts`). */
+    writeQueue: number = DEFAULT_WRITE_QUEUE,
+    /** How long the queue may stay over its cap while a new call from the peer waits (`reader.ts`). */
+    readonly writeStallMs: number = DEFAULT_WRITE_STALL_MS,
   ) {
-    this.writer = new Writer(transport);
+    this.writer = new Writer(transport, Math.max(MIN_WRITE_QUEUE, writeQueue));
     this.ids = new CallIds(dialer);
     this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
   }

@@ -4,6 +4,14 @@
  * (one syscall, one postMessage) from a microtask. Headers are written in
  * place, so a frame costs no allocation of its own, and a batch is a view
  * of the slab: a new slab is allocated only when one is used up.
+ *
+ * The queue has a cap (`ConnectionOptions.writeQueue`, 4 MiB): the bytes
+ * of the batch not yet handed over plus those the transport still holds
+ * ({@link Transport.queued}: a Node socket buffers every write, without
+ * limit, until the kernel takes it). Above it, stream senders wait
+ * ({@link Writer.ready}) and the reader holds the peer's new calls
+ * (`reader.ts`); frames pushed by code that cannot wait (answers) still
+ * queue, bounded by the calls the peer may have in flight.
  */
 
 import { FrameType, HEADER_LEN, messageBytes, writeHeader, writeU32 } from "../frame.js";
@@ -16,6 +24,13 @@ const SLAB = 64 * 1024;
 const BIG = 16 * 1024;
 const utf8 = new TextEncoder();
 
+/** `ConnectionOptions.writeQueue` by default: 4 MiB. */
+export const DEFAULT_WRITE_QUEUE = 4 * 1024 * 1024;
+/** `ConnectionOptions.writeStallTimeoutMs` by default: 30 s. */
+export const DEFAULT_WRITE_STALL_MS = 30_000;
+/** The smallest cap taken: a smaller `writeQueue` is raised to it (as in the Rust runtime). */
+export const MIN_WRITE_QUEUE = 64 * 1024;
+
 /** Encodes frames into a batch and hands each batch to the transport. */
 export class Writer {
   private buf = new Uint8Array(SLAB);
@@ -24,12 +39,48 @@ export class Writer {
   private pos = 0;
   /** The batch so far, when it holds a big payload: slab views and payloads, in order. */
   private segments: Uint8Array[] = [];
+  /** Bytes of the batch so far (slab bytes and big payloads): queued, not yet handed to the transport. */
+  private batched = 0;
   private scheduled = false;
   private closed = false;
   private readonly names = new Map<string, Uint8Array>();
   private readonly flushBound = () => this.flush();
+  /** Who waits for the queue to fall to the cap ({@link ready}). */
+  private waiters: (() => void)[] = [];
 
-  constructor(private readonly transport: Transport) {}
+  /** A writer to `transport` whose queue is capped at `cap` bytes (see the file's comment). */
+  constructor(
+    private readonly transport: Transport,
+    readonly cap: number = DEFAULT_WRITE_QUEUE,
+  ) {}
+
+  /** Bytes queued for the peer: the batch not yet handed over, and what the transport still holds. */
+  queued(): number {
+    return this.batched + (this.transport.queued?.() ?? 0);
+  }
+
+  /** Whether more than the cap is queued (and the writer is open). */
+  overCap(): boolean {
+    return !this.closed && this.queued() > this.cap;
+  }
+
+  /**
+   * `null` when the queue is within its cap, else a promise that resolves
+   * once it is (the transport drained) or the writer is closed:
+   * backpressure for stream senders, and for the reader.
+   */
+  ready(): Promise<void> | null {
+    if (!this.overCap()) return null;
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  /** Wakes {@link ready}'s waiters if the queue is within its cap (the transport drained, a batch was handed over). */
+  wake(): void {
+    if (this.waiters.length === 0 || this.overCap()) return;
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) w();
+  }
 
   /** Makes room for `n` more bytes and returns where they go (read `this.buf` after: it may be a new buffer). */
   private reserve(n: number): number {
@@ -44,6 +95,7 @@ export class Writer {
       pos = batch;
     }
     this.pos = pos + n;
+    this.batched += n;
     if (!this.scheduled) {
       this.scheduled = true;
       queueMicrotask(this.flushBound);
@@ -64,6 +116,7 @@ export class Writer {
     }
     this.segments.push(this.buf.subarray(this.start, this.pos), payload);
     this.start = this.pos;
+    this.batched += payload.length;
   }
 
   /** The UTF-8 bytes of a method name, cached: names repeat. */
@@ -151,20 +204,24 @@ export class Writer {
     // The batch now belongs to the transport; the next one starts after it.
     const tail = this.pos > this.start ? this.buf.subarray(this.start, this.pos) : null;
     this.start = this.pos;
+    this.batched = 0;
     if (this.segments.length === 0) {
       if (tail !== null) this.transport.write(tail);
-      return;
+    } else {
+      const segments = this.segments;
+      this.segments = [];
+      if (tail !== null) segments.push(tail);
+      if (this.transport.writev !== undefined) this.transport.writev(segments);
+      else this.transport.write(concat(segments));
     }
-    const segments = this.segments;
-    this.segments = [];
-    if (tail !== null) segments.push(tail);
-    if (this.transport.writev !== undefined) this.transport.writev(segments);
-    else this.transport.write(concat(segments));
+    // A transport that passed the batch on at once brings the queue back under the cap here.
+    this.wake();
   }
 
-  /** Flushes what is queued and accepts nothing more. */
+  /** Flushes what is queued and accepts nothing more; whoever waits in {@link ready} goes on. */
   close(): void {
     this.flush();
     this.closed = true;
+    this.wake();
   }
 }

@@ -10,7 +10,21 @@ export interface TransportSink {
   onData(bytes: Uint8Array): void;
   /** The stream ended (end of stream, error, peer gone); `reason` says why. Called once. */
   onEnd(reason: string): void;
+  /**
+   * Optional: the transport's {@link Transport.queued} bytes fell back to
+   * 0 after having been above {@link DRAIN_MARK}: a connection whose
+   * write queue was over its cap may go on (`engine/writer.ts`).
+   */
+  onDrain?(): void;
 }
+
+/**
+ * A transport that reports {@link Transport.queued} calls its sink's
+ * `onDrain` once they fall back to 0 after having been above this many
+ * bytes (64 KiB, the smallest write-queue cap a connection takes), so
+ * that a connection waiting below its cap is always woken.
+ */
+export const DRAIN_MARK = 64 * 1024;
 
 /** A reliable, ordered, bidirectional byte stream to one peer. */
 export interface Transport {
@@ -43,6 +57,26 @@ export interface Transport {
    * nothing more (its `onEnd` is called at once). Without it, `close`.
    */
   linger?(ms: number, maxBytes: number): void;
+  /**
+   * Optional: the bytes written that the transport still holds, not yet
+   * passed on (a socket's `writableLength`: what the kernel has not
+   * taken; a shared-memory ring's overflow; a WebSocket's
+   * `bufferedAmount`). The connection's write-queue cap (`writeQueue`)
+   * measures them; a transport that has this calls its sink's `onDrain`
+   * (see {@link DRAIN_MARK}). Without it the transport holds nothing:
+   * every write is passed on at once (memory, MessagePort, a NATS link).
+   */
+  queued?(): number;
+  /**
+   * Optional: stops delivering bytes until {@link resume} (the connection
+   * holds the peer's new call while its write queue is over its cap);
+   * what arrives meanwhile stays with the transport, whose own bound (a
+   * socket's receive buffer, a ring) then holds the peer's writes back.
+   * Without it, the connection buffers what arrives until it goes on.
+   */
+  pause?(): void;
+  /** Optional: delivers bytes again after {@link pause}. */
+  resume?(): void;
 }
 
 /**

@@ -156,7 +156,12 @@ class SharedMemoryTransport implements Transport {
   private ended = false;
   private asleep = false;
   private pending: { bytes: Uint8Array; from: number }[] = [];
+  /** Bytes in `pending` not yet put in the ring (what `queued` reports). */
+  private pendingBytes = 0;
   private flushing = false;
+  /** While paused: resolves on `resume` (the read loop takes nothing from the ring meanwhile). */
+  private paused: Promise<void> | null = null;
+  private unpause: (() => void) | null = null;
   /** Sleeps left to take without spinning first (after spins that found nothing). */
   private skip = 0;
   private backoff = 0;
@@ -185,6 +190,7 @@ class SharedMemoryTransport implements Transport {
     const n = this.pending.length > 0 ? 0 : this.outgoing.put(bytes, 0);
     if (n < bytes.length) {
       this.pending.push({ bytes, from: n });
+      this.pendingBytes += bytes.length - n;
       if (!this.flushing) this.flush().catch((e) => this.finish(`shared-memory writer failed: ${(e as Error).message}`));
     }
     // An answer is likely on its way: wake our reader so it spins for it.
@@ -197,17 +203,40 @@ class SharedMemoryTransport implements Transport {
     // Runs on after close too, so that a GOAWAY queued behind a full ring still goes out.
     while (this.pending.length > 0) {
       const head = this.pending[0]!;
-      head.from += this.outgoing.put(head.bytes, head.from);
+      this.put(head);
       if (head.from === head.bytes.length) {
         this.pending.shift();
         continue;
       }
       const wait = this.outgoing.waitForRoom();
-      head.from += this.outgoing.put(head.bytes, head.from);
+      this.put(head);
       if (head.from < head.bytes.length && wait !== null) await wait;
     }
     this.flushing = false;
     if (this.ended) this.outgoing.close();
+    else this.sink?.onDrain?.();
+  }
+
+  /** Puts as much of a pending write in the ring as fits. */
+  private put(p: { bytes: Uint8Array; from: number }): void {
+    const n = this.outgoing.put(p.bytes, p.from);
+    p.from += n;
+    this.pendingBytes -= n;
+  }
+
+  /** Bytes written that did not fit in the ring yet. */
+  queued(): number {
+    return this.pendingBytes;
+  }
+
+  pause(): void {
+    if (this.paused === null) this.paused = new Promise((resolve) => (this.unpause = resolve));
+  }
+
+  resume(): void {
+    const unpause = this.unpause;
+    this.paused = this.unpause = null;
+    unpause?.();
   }
 
   close(): void {
@@ -222,6 +251,7 @@ class SharedMemoryTransport implements Transport {
     // What is still pending goes out first (flush closes the ring when done).
     if (!this.flushing) this.outgoing.close();
     if (this.asleep) this.incoming.kick();
+    this.resume();
     this.sink?.onEnd(reason);
   }
 
@@ -237,6 +267,11 @@ class SharedMemoryTransport implements Transport {
 
   private async readLoop(): Promise<void> {
     while (!this.ended) {
+      // Paused: the peer's bytes stay in the ring, and a full ring holds its writes back.
+      if (this.paused !== null) {
+        await this.paused;
+        continue;
+      }
       let b = this.incoming.take();
       if (b === null && this.spinUs > 0) {
         if (this.skip > 0) this.skip--;

@@ -33,6 +33,10 @@ export class SocketTransport implements Transport {
       if (this.discard >= 0) socket.destroy();
       this.finish("connection closed by peer (end of stream)");
     });
+    // Node emits "drain" once writableLength is back to 0 after a write
+    // found it at or above the socket's high-water mark (16 KiB, below
+    // DRAIN_MARK): the contract of `queued`.
+    socket.on("drain", () => sink.onDrain?.());
     socket.on("error", (e) => this.finish(`connection lost: ${e.message}`));
     socket.on("close", () => this.finish("connection closed"));
   }
@@ -54,6 +58,20 @@ export class SocketTransport implements Transport {
     socket.cork();
     for (const seg of segments) socket.write(seg);
     socket.uncork();
+  }
+
+  /** What Node holds for the kernel: bytes written that the socket has not taken yet. */
+  queued(): number {
+    return this.socket.writableLength;
+  }
+
+  pause(): void {
+    this.socket.pause();
+  }
+
+  resume(): void {
+    // Lingering reads (and discards) whatever the connection had paused.
+    if (this.discard < 0) this.socket.resume();
   }
 
   close(): void {

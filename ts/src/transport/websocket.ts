@@ -11,7 +11,7 @@
  * `websocket.connect(url, { WebSocket })`.
  */
 
-import type { Transport, TransportSink } from "./index.js";
+import { DRAIN_MARK, type Transport, type TransportSink } from "./index.js";
 import { concat } from "../bytes.js";
 
 /** The subprotocol offered in `Sec-WebSocket-Protocol`; the hub requires it. */
@@ -25,6 +25,8 @@ export interface WebSocketLike {
   binaryType: string;
   readonly readyState: number;
   readonly protocol: string;
+  /** Bytes sent that the socket has not passed to the network yet. */
+  readonly bufferedAmount: number;
   send(data: Uint8Array): void;
   close(code?: number, reason?: string): void;
   addEventListener(type: string, listener: (event: any) => void): void;
@@ -43,6 +45,12 @@ export interface WebSocketOptions {
 const CONNECTING = 0;
 const OPEN = 1;
 
+/**
+ * How often `bufferedAmount` is looked at while it is above
+ * {@link DRAIN_MARK}: the WebSocket API has no event for it draining.
+ */
+const DRAIN_POLL_MS = 5;
+
 /** Close codes this transport sends (RFC 6455 §7.4.1). */
 const NORMAL = 1000;
 const UNSUPPORTED_DATA = 1003;
@@ -53,8 +61,12 @@ class WebSocketTransport implements Transport {
   /** Bytes that arrived before `start`, in order. */
   private early: Uint8Array[] = [];
   /** Messages written before the socket opened, sent once it does. */
-  private queued: Uint8Array[] = [];
+  private earlyOut: Uint8Array[] = [];
+  /** Their bytes. */
+  private earlyOutBytes = 0;
   private wasOpen = false;
+  /** Watches `bufferedAmount` fall back to 0 (to call `onDrain`), while it is above DRAIN_MARK. */
+  private drainPoll: ReturnType<typeof setInterval> | null = null;
 
   constructor(
     private readonly ws: WebSocketLike,
@@ -87,8 +99,11 @@ class WebSocketTransport implements Transport {
       this.finish(`the server at ${this.description} did not accept the subprotocol ${SUBPROTOCOL}`);
       return;
     }
-    for (const m of this.queued) this.ws.send(m);
-    this.queued = [];
+    const early = this.earlyOut;
+    this.earlyOut = [];
+    this.earlyOutBytes = 0;
+    for (const m of early) this.ws.send(m);
+    this.watchDrain();
   }
 
   private received(data: unknown): void {
@@ -109,7 +124,10 @@ class WebSocketTransport implements Transport {
   private finish(reason: string): void {
     if (this.ended !== null) return;
     this.ended = reason;
-    this.queued = [];
+    this.earlyOut = [];
+    this.earlyOutBytes = 0;
+    if (this.drainPoll !== null) clearInterval(this.drainPoll);
+    this.drainPoll = null;
     this.sink?.onEnd(reason);
   }
 
@@ -128,8 +146,28 @@ class WebSocketTransport implements Transport {
     for (let at = 0; at < own.length; at += MAX_MESSAGE) {
       const m = own.length <= MAX_MESSAGE ? own : own.subarray(at, at + MAX_MESSAGE);
       if (this.ws.readyState === OPEN) this.ws.send(m);
-      else if (this.ws.readyState === CONNECTING) this.queued.push(m);
+      else if (this.ws.readyState === CONNECTING) {
+        this.earlyOut.push(m);
+        this.earlyOutBytes += m.length;
+      }
     }
+    this.watchDrain();
+  }
+
+  /** Bytes written and not yet on the network: the browser's buffer, and what waits for the socket to open. */
+  queued(): number {
+    return (this.ws.bufferedAmount ?? 0) + this.earlyOutBytes;
+  }
+
+  /** Above DRAIN_MARK, polls until the buffer is empty, then calls the sink's `onDrain`. */
+  private watchDrain(): void {
+    if (this.drainPoll !== null || this.queued() <= DRAIN_MARK) return;
+    this.drainPoll = setInterval(() => {
+      if (this.queued() > 0) return;
+      clearInterval(this.drainPoll!);
+      this.drainPoll = null;
+      this.sink?.onDrain?.();
+    }, DRAIN_POLL_MS);
   }
 
   close(): void {
