@@ -457,7 +457,7 @@ mod tests {
             let ready = ring.map_or(0, |r| r.min(total - buf.len()));
             let before = buf.as_ptr();
             reserve(&decoder, &mut buf, ready);
-            n += usize::from(before != buf.as_ptr() && !before.is_null() && buf.len() > 0);
+            n += usize::from(before != buf.as_ptr() && !buf.is_empty());
             let take = (buf.capacity() - buf.len()).min(total - buf.len()).min(ring.unwrap_or(usize::MAX));
             let at = buf.len();
             buf.extend_from_slice(&frame[at..at + take]);
