@@ -51,9 +51,9 @@ impl ShmPipe {
     }
 
     /// The client's side: makes a segment with rings of hubwire's default
-    /// size and sends it over `sock`.
+    /// size (`HUBWIRE_SHM_RING` included) and sends it over `sock`.
     pub fn offer(sock: OwnedFd) -> io::Result<ShmPipe> {
-        let ring = hubwire::DEFAULT_SHM_RING;
+        let ring = hubwire::ConnectionOptions::new("shm-floor").shm_ring;
         let (seg, memfd) = Segment::create(ring, ring)?;
         let fds = link::eventfds()?;
         let sent: Vec<_> = std::iter::once(memfd.as_fd()).chain(fds.iter().map(|f| f.as_fd())).collect();

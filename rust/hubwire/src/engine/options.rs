@@ -82,6 +82,13 @@ pub const DEFAULT_SHM_RING: usize = 256 * 1024;
 /// [`ConnectionOptions::shm_max_connections`] by default.
 pub const DEFAULT_SHM_MAX_CONNECTIONS: usize = 256;
 
+/// `HUBWIRE_SHM_RING` (bytes, rounded as [`ConnectionOptions::shm_ring`]
+/// rounds them), if set and a number.
+fn shm_ring_from_env() -> Option<usize> {
+    let n: usize = std::env::var("HUBWIRE_SHM_RING").ok()?.parse().ok()?;
+    Some(n.clamp(4096, 1 << 30).next_power_of_two())
+}
+
 impl ConnectionOptions {
     /// Defaults: efficient waiting (or `HUBWIRE_WAIT`), 16 MiB frames,
     /// window 64, 4096 calls, 10 s handshake, a 4 MiB write queue that may
@@ -104,7 +111,7 @@ impl ConnectionOptions {
             router: None,
             handoff: None,
             shm: std::env::var("HUBWIRE_SHM").map_or(true, |v| v != "0"),
-            shm_ring: DEFAULT_SHM_RING,
+            shm_ring: shm_ring_from_env().unwrap_or(DEFAULT_SHM_RING),
             shm_max_connections: DEFAULT_SHM_MAX_CONNECTIONS,
         }
     }

@@ -5,7 +5,8 @@
 //!
 //! Two bounds on memory live here. A frame is read into the buffer as its
 //! bytes arrive: a header announcing a large body reserves at most
-//! [`GROWTH`] times what is already buffered, never the announced size, so
+//! [`GROWTH`] times what is already buffered (or waits in a shared ring)
+//! plus a read chunk, never the announced size, so
 //! a peer that sends a header and stops costs a bounded multiple of what
 //! it sent. And while our write queue
 //! is over its cap (the peer is not reading what we send), a new call or
@@ -47,16 +48,27 @@ pub(crate) const GROWTH: usize = 4;
 /// chunk whose header is buffered grows the buffer to [`GROWTH`] times
 /// what has arrived, to exactly its end and no further: its payload, split
 /// off later, then pins its own size and not a larger allocation, and a
-/// frame that never arrives costs no more than `GROWTH` times what did. Otherwise
-/// at least 4 KiB is free, a chunk when more is needed.
-pub(crate) fn reserve(decoder: &Decoder, buf: &mut BytesMut) {
+/// frame that never arrives costs no more than `GROWTH` times what did
+/// plus a read chunk. Otherwise at least 4 KiB is free, a chunk when more
+/// is needed.
+///
+/// Two refinements, each saving a copy of most of a large frame:
+/// * a frame that ends within a read chunk of the allowance gets its end
+///   at once: a 1 MiB payload's frame is 1 MiB + 12 bytes, and without the
+///   slack its last 12 bytes grew (copied) the whole 1 MiB buffer again;
+/// * `ready` bytes wait in the transport already
+///   ([`Transport::ready_bytes`], a shared ring) and count as arrived: a
+///   1 MiB frame then grows once (64 KiB read, the rest of a 256 KiB ring
+///   waiting) instead of twice.
+pub(crate) fn reserve(decoder: &Decoder, buf: &mut BytesMut, ready: usize) {
     let (len, spare) = (buf.len(), buf.capacity() - buf.len());
     let want = match decoder.check(buf) {
         Ok(Some(n)) if n > len => n - len,
         _ => 0,
     };
     if want > spare && len + want > READ_CHUNK {
-        let target = (len + want).min((len * GROWTH).max(READ_CHUNK));
+        let allowed = ((len + ready) * GROWTH).max(READ_CHUNK);
+        let target = if len + want <= allowed + READ_CHUNK { len + want } else { allowed };
         if target > len + spare {
             let mut grown = BytesMut::with_capacity(target);
             grown.extend_from_slice(buf);
@@ -138,7 +150,7 @@ async fn read_frames(
         if core.is_closed() {
             return;
         }
-        reserve(&decoder, &mut buf);
+        reserve(&decoder, &mut buf, core.transport.ready_bytes());
         match read_more(&core, &mut buf, &mut spinner, &mut delivered).await {
             Ok(0) => {
                 break match decoder.finish(&buf) {
@@ -232,8 +244,9 @@ async fn read_more(core: &Core, buf: &mut BytesMut, spinner: &mut Spinner, deliv
             }
             // After waking other tasks (a caller, a handler), do not spin:
             // they need this worker. Wait below until one of them sends a
-            // request (the kick) or bytes arrive. Otherwise spin first.
-            if !std::mem::take(delivered) {
+            // request (the kick) or bytes arrive. The same while our writer
+            // waits for room in a shared ring. Otherwise spin first.
+            if !std::mem::take(delivered) && !core.ring_write_waits() {
                 let got = spinner.spin(|| match t.try_read(buf) {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
                     r => Some(r),
@@ -414,7 +427,7 @@ mod tests {
         let body = (16 << 20) - 64;
         let mut buf = header(body);
         buf.extend_from_slice(&[0; 64 * 1024]);
-        reserve(&decoder, &mut buf);
+        reserve(&decoder, &mut buf, 0);
         assert!(buf.capacity() <= GROWTH * buf.len(), "reserved {} for {} arrived", buf.capacity(), buf.len());
         // Fill what is free, as reads would, until the frame is whole
         // (the reader then splits it off before it reserves again).
@@ -425,16 +438,50 @@ mod tests {
             if buf.len() == 12 + body as usize {
                 break;
             }
-            reserve(&decoder, &mut buf);
+            reserve(&decoder, &mut buf, 0);
         }
         assert_eq!(buf.capacity(), 12 + body as usize, "the last step reserves to the frame's end exactly");
+    }
+
+    /// Fills `buf` read by read (each read filling what is free, at most
+    /// `ring` bytes when set, as a shared ring gives) until its frame is
+    /// whole; how many times the buffer was replaced.
+    fn growths(body: u32, ring: Option<usize>) -> usize {
+        let decoder = Decoder::new(16 << 20);
+        let total = 12 + body as usize;
+        let mut buf = BytesMut::new();
+        let mut frame = header(body).to_vec();
+        frame.resize(total, 0);
+        let mut n = 0;
+        loop {
+            let ready = ring.map_or(0, |r| r.min(total - buf.len()));
+            let before = buf.as_ptr();
+            reserve(&decoder, &mut buf, ready);
+            n += usize::from(before != buf.as_ptr() && !buf.is_empty());
+            let take = (buf.capacity() - buf.len()).min(total - buf.len()).min(ring.unwrap_or(usize::MAX));
+            let at = buf.len();
+            buf.extend_from_slice(&frame[at..at + take]);
+            if buf.len() == total {
+                assert_eq!(buf.capacity(), total, "ends in a buffer of its size");
+                return n;
+            }
+        }
+    }
+
+    #[test]
+    fn a_1_mib_frame_is_not_copied_again_for_its_last_bytes() {
+        // Socket: 64 KiB, then 256 KiB, then the frame's end (not 1 MiB and
+        // then 12 bytes more).
+        assert_eq!(growths(1 << 20, None), 2);
+        // A 256 KiB ring: what waits in it counts, one growth.
+        assert_eq!(growths(1 << 20, Some(256 * 1024)), 1);
     }
 
     #[test]
     fn small_frames_get_a_read_chunk() {
         let decoder = Decoder::new(16 << 20);
         let mut buf = header(100);
-        reserve(&decoder, &mut buf);
+        reserve(&decoder, &mut buf, 0);
         assert!(buf.capacity() - buf.len() >= 4096);
     }
 }

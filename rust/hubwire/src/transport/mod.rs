@@ -86,6 +86,14 @@ pub trait Transport: Send + Sync + 'static {
         let _ = n;
     }
 
+    /// Bytes a read would find at once beyond what was read, if the
+    /// transport can tell without a system call (a shared ring,
+    /// [`shm::Ladder`]); 0 otherwise. The reader counts them as arrived
+    /// when it sizes a large frame's buffer, which saves growing it twice.
+    fn ready_bytes(&self) -> usize {
+        0
+    }
+
     // ---- Descriptors with the bytes (fd_pass.rs) ---------------------------
 
     /// Whether descriptors can travel with this transport's bytes (a Unix

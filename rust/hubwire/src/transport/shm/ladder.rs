@@ -72,6 +72,13 @@ impl Ladder {
         self.read_ring.load(Ordering::Acquire) && self.write_ring.load(Ordering::Acquire)
     }
 
+    /// Whether our writes are on the ring and wait there for room (a
+    /// large frame streaming through it): the task that writes will need
+    /// this thread as soon as the peer frees room.
+    pub fn write_waits(&self) -> bool {
+        self.ring(&self.write_ring).is_some_and(Link::write_waits)
+    }
+
     /// The link, once a direction uses it.
     fn ring(&self, flag: &AtomicBool) -> Option<&Link> {
         if flag.load(Ordering::Acquire) {
@@ -162,6 +169,10 @@ impl Transport for Ladder {
                 return Poll::Pending;
             }
         }
+    }
+
+    fn ready_bytes(&self) -> usize {
+        self.ring(&self.read_ring).map_or(0, Link::readable)
     }
 
     fn try_write(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {

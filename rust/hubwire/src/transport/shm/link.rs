@@ -17,6 +17,7 @@ use std::task::{ready, Context, Poll};
 
 use bytes::{BufMut, BytesMut};
 use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 
 use super::segment::{reader_block, writer_block, Segment};
 use super::Budget;
@@ -116,10 +117,13 @@ impl Link {
             rx,
             data_out,
             room_in,
+            // Readable only: an eventfd is always writable, and with write
+            // interest every read that clears it is an edge (EPOLLOUT) that
+            // wakes the reactor for nothing, once per park.
             // SAFETY: we own both eventfds; each is registered once, here,
             // and stays open as long as its AsyncFd.
-            data_in: unsafe { AsyncFd::register(data_in) }.map_err(io::Error::from)?,
-            room_out: unsafe { AsyncFd::register(room_out) }.map_err(io::Error::from)?,
+            data_in: unsafe { AsyncFd::register_with_interest(data_in, Interest::READABLE) }.map_err(io::Error::from)?,
+            room_out: unsafe { AsyncFd::register_with_interest(room_out, Interest::READABLE) }.map_err(io::Error::from)?,
             read_parked: AtomicBool::new(false),
             write_parked: AtomicBool::new(false),
             write_closed: AtomicBool::new(false),
@@ -161,14 +165,18 @@ impl Link {
         if avail > cap as u64 {
             return Err(io::Error::new(io::ErrorKind::InvalidData, format!("shared ring: {avail} bytes published in a ring of {cap}")));
         }
+        // Looking is being awake: a reader that spins (or was woken by
+        // anything else than the eventfd) clears its flag, so the writer
+        // stops signalling it. Parking sets it again (`poll_readable`).
+        if self.read_parked.load(Ordering::Relaxed) {
+            self.read_parked.store(false, Ordering::Relaxed);
+            c.reader_waiting.store(0, Ordering::Relaxed);
+        }
         if avail == 0 || room == 0 {
             if room == 0 && avail > 0 {
                 return Ok(None);
             }
             return Ok(if c.closed.load(Ordering::Acquire) != 0 && c.written.load(Ordering::Acquire) == read { Some(0) } else { None });
-        }
-        if self.read_parked.swap(false, Ordering::Relaxed) {
-            c.reader_waiting.store(0, Ordering::Relaxed);
         }
         let n = (avail as usize).min(room);
         let start = (read as usize) & (cap - 1);
@@ -315,6 +323,20 @@ impl Link {
         }
     }
 
+    /// Bytes published in the ring we read and not yet read (at most its
+    /// size, whatever the peer wrote in the counters).
+    pub fn readable(&self) -> usize {
+        let c = ctl(&self.seg, self.rx);
+        let avail = c.written.load(Ordering::Acquire).wrapping_sub(c.read.load(Ordering::Relaxed));
+        avail.min(self.seg.cap(self.rx) as u64) as usize
+    }
+
+    /// Whether our writer is parked for room in the ring we write: the
+    /// peer's reader will free it and signal `room_out`.
+    pub fn write_waits(&self) -> bool {
+        self.write_parked.load(Ordering::Relaxed)
+    }
+
     /// The sizes of the ring we write and the one we read.
     pub fn caps(&self) -> (usize, usize) {
         (self.seg.cap(self.tx), self.seg.cap(self.rx))
@@ -326,7 +348,13 @@ fn park(fd: &AsyncFd<OwnedFd>, cx: &mut Context<'_>) -> Poll<()> {
     loop {
         let mut guard = ready!(fd.poll_read_ready(cx)).expect("eventfd readiness");
         match guard.try_io(|inner| drain(inner.get_ref())) {
-            Ok(_) => return Poll::Ready(()),
+            Ok(_) => {
+                // A non-semaphore eventfd reads as 0 once read: readiness is
+                // gone (unless a signal came since, which tokio keeps), and
+                // the next park need not read it again to learn so.
+                guard.clear_ready();
+                return Poll::Ready(());
+            }
             // Counter was 0: readiness cleared, poll again to register.
             Err(_would_block) => continue,
         }
@@ -400,5 +428,19 @@ mod tests {
         std::future::poll_fn(|cx| a.poll_readable(cx)).await;
         assert_eq!(a.try_read(&mut buf).unwrap(), Some(1));
         assert_eq!(ctl(&a.seg, 0).reader_waiting.load(Ordering::SeqCst), 0, "cleared once bytes are found");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_reader_that_looks_again_is_awake_and_costs_no_signal() {
+        let (d, a) = pair(4096);
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert!(a.poll_readable(&mut cx).is_pending());
+        // Kicked out of its park (a spinning reader): an empty look clears the flag.
+        let mut buf = BytesMut::with_capacity(64);
+        assert_eq!(a.try_read(&mut buf).unwrap(), None);
+        assert_eq!(ctl(&a.seg, 0).reader_waiting.load(Ordering::SeqCst), 0);
+        d.try_write(&[IoSlice::new(b"z")]).unwrap();
+        assert!(drain(a.data_in.get_ref()).is_err(), "no signal to a reader that is looking");
+        assert_eq!(a.try_read(&mut buf).unwrap(), Some(1));
     }
 }
