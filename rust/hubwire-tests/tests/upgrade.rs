@@ -183,3 +183,82 @@ async fn descriptors_that_come_with_other_frames_are_closed_at_once() {
     raw.await.unwrap();
     serving.abort();
 }
+
+/// A raw acceptor over a [`Ladder`](hubwire::transport::shm::Ladder):
+/// sends bytes and reads frames, on the socket or its ring.
+struct RawAcceptor {
+    t: std::sync::Arc<hubwire::transport::shm::Ladder>,
+    buf: bytes::BytesMut,
+    decoder: hubwire_frame::Decoder,
+}
+
+impl RawAcceptor {
+    async fn send(&self, bytes: &[u8]) {
+        let mut off = 0;
+        while off < bytes.len() {
+            let slice = [std::io::IoSlice::new(&bytes[off..])];
+            off += std::future::poll_fn(|cx| hubwire::transport::Transport::poll_write(&*self.t, cx, &slice)).await.unwrap();
+        }
+    }
+
+    async fn next(&mut self) -> hubwire_frame::Frame {
+        loop {
+            if let Some(f) = self.decoder.decode(&mut self.buf).unwrap() {
+                return f;
+            }
+            self.buf.reserve(4096);
+            let read = std::future::poll_fn(|cx| hubwire::transport::Transport::poll_read(&*self.t, cx, &mut self.buf));
+            let n = tokio::time::timeout(std::time::Duration::from_secs(10), read).await.expect("a frame within 10 s").unwrap();
+            assert!(n > 0, "the dialer closed the connection");
+        }
+    }
+}
+
+/// §11.4.3: a carrier may follow the peer's UPGRADED `ok` at once, and
+/// arrive in the same read as the marker. The dialer takes it as a
+/// carrier, not as a byte out of place, and goes on over the rings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_carrier_read_with_the_marker_is_no_protocol_error() {
+    use hubwire::transport::shm::{link::Link, segment::Segment, Budget, Ladder};
+    use hubwire::transport::Transport;
+    use hubwire_frame::{Code, Frame};
+    let dir = TempDir::new("carrier");
+    let path = dir.0.join("p.sock");
+    let listener = unix::UnixListener::bind(&path).unwrap();
+    let dialing = tokio::spawn(async move { Connection::dial(unix::connect(&path).await.unwrap(), &client()).await.unwrap() });
+    let ladder = std::sync::Arc::new(Ladder::new(transport::accept(&listener).await.unwrap()));
+    ladder.accept_fds(5);
+    let mut raw = RawAcceptor { t: ladder.clone(), buf: bytes::BytesMut::new(), decoder: hubwire_frame::Decoder::new(u32::MAX) };
+    let mut hello = hubwire_frame::Hello::new(hubwire_frame::PeerInfo { name: "raw".into(), lang: "rust".into(), version: "0".into() });
+    hello.upgrade = vec!["shm".into()];
+    raw.send(&Frame::Hello(Box::new(hello)).to_bytes()).await;
+    assert!(matches!(raw.next().await, Frame::Hello(_)));
+    let c = dialing.await.unwrap();
+    assert!(matches!(raw.next().await, Frame::Upgrade { .. }));
+    let fds: Vec<_> = std::iter::from_fn(|| ladder.take_fd()).collect();
+    let [memfd, d0, r0, d1, r1] = <[std::os::fd::OwnedFd; 5]>::try_from(fds).expect("five descriptors");
+    let link = Link::new(Segment::open(&memfd).unwrap(), false, [d0, r0, d1, r1], Budget::unlimited()).unwrap();
+    ladder.attach(link);
+    // Our marker and a carrier after it in one write, so that the dialer
+    // reads them together; then a PING in our ring.
+    let mut marker = Frame::Upgraded { code: Code::Ok, message: String::new() }.to_bytes().to_vec();
+    marker.push(0);
+    raw.send(&marker).await;
+    ladder.switch_write();
+    raw.send(&Frame::Ping { data: *b"carrier!" }.to_bytes()).await;
+    // The PONG comes before the dialer's marker (on the socket) or after
+    // it (in its ring); the marker is its last frame on the socket.
+    let (mut marker_seen, mut pong_seen) = (false, false);
+    while !(marker_seen && pong_seen) {
+        match raw.next().await {
+            Frame::Upgraded { code: Code::Ok, .. } if !marker_seen => {
+                assert!(raw.buf.is_empty(), "nothing after the dialer's marker on the socket");
+                ladder.switch_read();
+                marker_seen = true;
+            }
+            Frame::Pong { data } if !pong_seen && &data == b"carrier!" => pong_seen = true,
+            f => panic!("expected the dialer's marker and the PONG, got {f:?}"),
+        }
+    }
+    assert!(c.upgraded().await && c.on_shared_memory());
+}
