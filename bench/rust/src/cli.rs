@@ -332,14 +332,20 @@ fn write_readme(readme: &Path, res: &Results, scenarios: &[Scenario], out: &Path
 /// Splits the jobs (by index) into comparisons measured together: the
 /// sequential jobs of one scenario, payload, encoding and transport whose
 /// client runs here (not grpc-go's, which times itself), and likewise the
-/// pipelined jobs with the same window; every other job (parallel, grpc-go)
-/// alone. Groups come in the order of their first job.
+/// pipelined jobs with the same window; the connect jobs of a scenario
+/// across transports too (their question is what the upgrade adds to a
+/// Unix socket's connect, so `unix` and `shm` take turns); every other job
+/// (parallel, grpc-go) alone. Groups come in the order of their first job.
 fn comparisons(jobs: &[Job]) -> Vec<Vec<usize>> {
+    fn place(j: &Job) -> Option<Transport> {
+        (j.mode != Mode::Connect).then_some(j.transport)
+    }
     // grpc-go runs its own loop in its own process: it cannot take turns.
     let here = |j: &Job| {
-        matches!(j.mode, Mode::Sequential | Mode::Pipelined { .. }) && !matches!(j.system, System::GrpcGoUnary | System::GrpcGoStream)
+        matches!(j.mode, Mode::Sequential | Mode::Pipelined { .. } | Mode::Connect)
+            && !matches!(j.system, System::GrpcGoUnary | System::GrpcGoStream)
     };
-    let key = |j: &Job| (j.scenario.clone(), j.payload.name.clone(), j.encoding, j.transport, j.mode);
+    let key = |j: &Job| (j.scenario.clone(), j.payload.name.clone(), j.encoding, place(j), j.mode);
     let mut groups: Vec<Vec<usize>> = Vec::new();
     for (i, job) in jobs.iter().enumerate() {
         let same = groups.iter_mut().find(|g| here(&jobs[g[0]]) && here(job) && key(&jobs[g[0]]) == key(job));
@@ -416,8 +422,8 @@ mod tests {
         seen.sort();
         assert_eq!(seen, (0..jobs.len()).collect::<Vec<_>>(), "every job in exactly one group");
         for g in &groups {
-            fn alike(b: &Job) -> (&str, &str, Encoding, Transport, Mode) {
-                (&b.scenario, &b.payload.name, b.encoding, b.transport, b.mode)
+            fn alike(b: &Job) -> (&str, &str, Encoding, Option<Transport>, Mode) {
+                (&b.scenario, &b.payload.name, b.encoding, (b.mode != Mode::Connect).then_some(b.transport), b.mode)
             }
             assert!(g.iter().all(|&i| alike(&jobs[i]) == alike(&jobs[g[0]])));
             if g.iter().any(|&i| jobs[i].system.name().starts_with("grpc-go")) {
@@ -459,5 +465,12 @@ mod tests {
         let (jobs, groups) = grouped(&["rtt"]);
         let names = systems_beside(&jobs, &groups, |j| j.key() == "rtt/floor-blocking/unix/small/raw/sequential");
         assert!(names.contains(&"hubwire-efficient") && names.contains(&"tonic-stream") && !names.contains(&"grpc-go-unary"), "{names:?}");
+    }
+
+    #[test]
+    fn comparisons_put_the_connect_rows_of_both_transports_in_one_group() {
+        let (jobs, groups) = grouped(&["connect"]);
+        assert_eq!(jobs.len(), 4, "two systems on unix and shm");
+        assert_eq!(groups.len(), 1, "unix and shm take turns");
     }
 }

@@ -19,6 +19,9 @@ pub enum Mode {
     Pipelined { window: usize },
     /// `clients` connections at once.
     Parallel { clients: usize },
+    /// One call in flight, each on a connection of its own: connect,
+    /// handshake (and upgrade, on `shm`), the call, close.
+    Connect,
 }
 
 impl Mode {
@@ -28,6 +31,7 @@ impl Mode {
             Mode::Sequential => "sequential".into(),
             Mode::Pipelined { window } => format!("window {window}"),
             Mode::Parallel { clients } => format!("{clients} clients"),
+            Mode::Connect => "connect".into(),
         }
     }
 }
@@ -270,6 +274,11 @@ impl System {
         let listening = matches!(t, Unix | Tcp);
         let not_parallel = !matches!(m, Mode::Parallel { .. });
         let pipelined = matches!(m, Mode::Pipelined { .. });
+        // A connection per call: hubwire's own cost of opening one, on a
+        // Unix socket with and without the upgrade to shared memory.
+        if m == Mode::Connect {
+            return matches!(self, System::HubwireEfficient | System::HubwireLowLatency) && matches!(t, Unix | Shm) && e == Encoding::Raw;
+        }
         // Over NATS run only the NATS rows and hubwire's calls (raw).
         if t == Nats {
             return e == Encoding::Raw

@@ -68,7 +68,7 @@ impl Row {
         let (window, clients) = match job.mode {
             Mode::Pipelined { window } => (Some(window), None),
             Mode::Parallel { clients } => (None, Some(clients)),
-            Mode::Sequential => (None, None),
+            Mode::Sequential | Mode::Connect => (None, None),
         };
         let role = match job.system.role() {
             Role::Hubwire => "hubwire",

@@ -53,7 +53,8 @@ pub trait Target {
     /// program) override this.
     fn measure(&self, job: &Job, budget: &Budget) -> io::Result<Measurement> {
         match job.mode {
-            Mode::Sequential => sequential(self, budget),
+            // A connect "call" is timed as any call; the client redials.
+            Mode::Sequential | Mode::Connect => sequential(self, budget),
             Mode::Pipelined { window } => pipelined(self, window, budget),
             Mode::Parallel { clients } => parallel(self, clients, budget),
         }

@@ -24,6 +24,9 @@ pub enum ModeKind {
     Pipelined,
     /// N clients, each with its own connection and one call in flight.
     Parallel,
+    /// One call in flight, each on a new connection (connect + HELLO,
+    /// the upgrade on `shm`, the call, close); latency percentiles.
+    Connect,
 }
 
 /// One scenario file as written.
@@ -97,7 +100,7 @@ pub fn load(dir: &Path) -> io::Result<(Vec<Scenario>, Payloads)> {
         let needs = match file.mode {
             ModeKind::Pipelined => file.windows.is_empty().then_some("windows"),
             ModeKind::Parallel => file.clients.is_empty().then_some("clients"),
-            ModeKind::Sequential => None,
+            ModeKind::Sequential | ModeKind::Connect => None,
         };
         if let Some(key) = needs {
             return Err(bad(&path, &format!("mode {:?} needs `{key}`", file.mode)));
@@ -133,6 +136,7 @@ pub fn expand(scenarios: &[Scenario], payloads: &BTreeMap<String, Arc<Payload>>,
         let f = &sc.file;
         let modes: Vec<Mode> = match f.mode {
             ModeKind::Sequential => vec![Mode::Sequential],
+            ModeKind::Connect => vec![Mode::Connect],
             ModeKind::Pipelined => f.windows.iter().map(|&window| Mode::Pipelined { window }).collect(),
             ModeKind::Parallel => f.clients.iter().map(|&clients| Mode::Parallel { clients }).collect(),
         };

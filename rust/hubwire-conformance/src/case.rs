@@ -60,6 +60,10 @@ pub struct Case {
     /// Only these transports, if set.
     #[serde(default)]
     pub transports: Option<Vec<String>>,
+    /// Capabilities the testee's HELLO must show for the steps to run
+    /// ([`REQUIREMENTS`]); a testee without one passes the case unrun.
+    #[serde(default)]
+    pub requires: Vec<String>,
     /// Frame types skipped while expecting.
     #[serde(default = "default_ignore")]
     pub ignore: Vec<String>,
@@ -101,7 +105,15 @@ pub const STEP_KINDS: &[&str] = &[
     "check_alive",
     "hand_over",
     "offer_upgrade",
+    "accept_upgrade",
+    "expect_shm",
+    "expect_all",
 ];
+
+/// What a case may require of the testee's HELLO: `shm`, its `upgrade`
+/// lists `"shm"` (`spec/PROTOCOL.md` §11.4); `direct`, it sent `direct`
+/// (§14.1).
+pub const REQUIREMENTS: &[&str] = &["shm", "direct"];
 
 impl Case {
     /// Whether the case runs on `transport`.
@@ -113,6 +125,12 @@ impl Case {
     /// Modifiers written beside the step (`- send: {...}` then `repeat: 3`)
     /// are moved into it, where the runner reads them.
     fn validate(&mut self) -> Result<(), String> {
+        if let Some(r) = self.requires.iter().find(|r| !REQUIREMENTS.contains(&r.as_str())) {
+            return Err(format!("requires {r:?}: one of {REQUIREMENTS:?}"));
+        }
+        if !self.requires.is_empty() && self.handshake == Handshake::Manual {
+            return Err("requires needs the automatic handshake (it reads the testee's HELLO)".into());
+        }
         for (i, step) in self.steps.iter_mut().enumerate() {
             let Some(map) = step.as_object_mut() else {
                 return Err(format!("step {} is not a map", i + 1));
@@ -211,6 +229,7 @@ pub fn reject_cases(vectors: &Path) -> Result<Vec<Case>, String> {
                 testee: TesteeSetup::default(),
                 handshake: Handshake::Auto,
                 transports: None,
+                requires: Vec::new(),
                 // Some vectors start with a valid PING: its PONG may come first.
                 ignore: vec!["credit".into(), "ping".into(), "pong".into()],
                 steps,

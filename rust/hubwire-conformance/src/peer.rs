@@ -1,14 +1,20 @@
 //! The runner's side of the wire: a raw peer that sends exactly the bytes
 //! a case says and reads back frames one by one, with no protocol logic of
-//! its own beyond answering PING.
+//! its own beyond answering PING and, once a case has agreed an upgrade
+//! to shared memory (`spec/PROTOCOL.md` §11.4), moving each direction to
+//! its ring at its marker.
 
 use std::future::poll_fn;
 use std::io::IoSlice;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use bytes::BytesMut;
-use hubwire::transport::DynTransport;
-use hubwire_frame::{Decoder, Frame};
+use hubwire::transport::shm::link::Link;
+use hubwire::transport::shm::Ladder;
+use hubwire::transport::{DynTransport, Transport};
+use hubwire_frame::{Code, Decoder, Frame};
 
 /// What reading produced.
 pub enum Read {
@@ -24,9 +30,22 @@ pub enum Read {
 /// up on the rest (the testee stopped reading).
 pub const SEND_STALL: Duration = Duration::from_secs(3);
 
+/// The most descriptors the runner keeps from the testee: an offer's five
+/// (§11.4.2).
+const OFFER_FDS: usize = 5;
+
 /// A raw connection to the testee.
 pub struct Peer {
+    /// What the runner reads and writes: the socket, or the [`Ladder`]
+    /// over it when descriptors can pass (a Unix socket).
     t: DynTransport,
+    /// The socket itself, to close it alone (a process killed after the
+    /// switch leaves its ring open, §11.4.1 Liveness).
+    socket: DynTransport,
+    ladder: Option<Arc<Ladder>>,
+    /// An upgrade agreed by a step: whether the runner is its dialer
+    /// (it then sends its own marker on reading the testee's).
+    upgrading: Option<bool>,
     buf: BytesMut,
     decoder: Decoder,
     eof: bool,
@@ -36,10 +55,82 @@ pub struct Peer {
 
 impl Peer {
     /// Wraps the runner's end of a connection.
-    pub fn new(t: DynTransport) -> Peer {
+    pub fn new(socket: DynTransport) -> Peer {
+        // On a Unix socket the connection may move to shared memory; the
+        // descriptors of an offer the testee sends are kept (§11.4.2).
+        let ladder = socket.passes_fds().then(|| Arc::new(Ladder::new(socket.clone())));
+        let t: DynTransport = match &ladder {
+            Some(l) => {
+                l.accept_fds(OFFER_FDS);
+                l.clone()
+            }
+            None => socket.clone(),
+        };
         // The runner accepts any size the testee sends: checking limits is
         // the cases' business, not the reader's.
-        Peer { t, buf: BytesMut::with_capacity(64 * 1024), decoder: Decoder::new(u32::MAX), eof: false, stalled: Default::default() }
+        Peer {
+            t,
+            socket,
+            ladder,
+            upgrading: None,
+            buf: BytesMut::with_capacity(64 * 1024),
+            decoder: Decoder::new(u32::MAX),
+            eof: false,
+            stalled: Default::default(),
+        }
+    }
+
+    /// Attaches the shared memory of an upgrade a step agreed: the runner
+    /// as its `dialer` (it offered) or acceptor. Each direction moves to
+    /// the ring at its marker: reads on [`Peer::read`] of the testee's
+    /// UPGRADED `ok`; writes after the runner's own (sent there by a
+    /// dialer, by [`Peer::switch_write`] by an acceptor).
+    pub fn attach(&mut self, link: Link, dialer: bool) -> Result<(), String> {
+        let ladder = self.ladder.as_ref().ok_or("no shared memory off a Unix socket")?;
+        ladder.attach(link);
+        self.upgrading = Some(dialer);
+        Ok(())
+    }
+
+    /// Sends the runner's UPGRADED `ok`, its last frame on the socket, and
+    /// moves its writes to the ring.
+    pub async fn switch_write(&self) -> Result<(), String> {
+        self.send(&Frame::Upgraded { code: Code::Ok, message: String::new() }.to_bytes()).await?;
+        self.ladder.as_ref().ok_or("no shared memory")?.switch_write();
+        Ok(())
+    }
+
+    /// Whether both directions are on shared memory.
+    pub fn on_shm(&self) -> bool {
+        self.ladder.as_ref().is_some_and(|l| l.on_shm())
+    }
+
+    /// The oldest descriptor the testee sent that no step took yet.
+    pub fn take_fd(&self) -> Option<std::os::fd::OwnedFd> {
+        self.t.take_fd()
+    }
+
+    /// Closes the socket alone, as the kernel does for a killed process:
+    /// after an upgrade the runner's ring stays open, unclosed.
+    pub fn close_socket(&self) {
+        self.socket.shutdown();
+    }
+
+    /// After the testee's UPGRADED `ok`: its later bytes come in its ring
+    /// (nothing may follow on the socket), and a dialer's own marker goes.
+    async fn on_marker(&mut self) -> Result<(), String> {
+        let (Some(ladder), Some(dialer)) = (&self.ladder, self.upgrading) else { return Ok(()) };
+        if ladder.reads_ring() {
+            return Ok(());
+        }
+        if !self.buf.is_empty() {
+            return Err(format!("{} bytes on the socket after the testee's UPGRADED ok (spec §11.4.2)", self.buf.len()));
+        }
+        ladder.switch_read();
+        if dialer {
+            self.switch_write().await?;
+        }
+        Ok(())
     }
 
     /// Sends bytes, all of them. If the testee hangs up meanwhile (as it
@@ -110,6 +201,9 @@ impl Peer {
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             if let Some(f) = self.decoder.decode(&mut self.buf).map_err(|e| format!("the testee sent a malformed frame: {e}"))? {
+                if matches!(f, Frame::Upgraded { code: Code::Ok, .. }) {
+                    self.on_marker().await?;
+                }
                 return Ok(Read::Frame(f));
             }
             if self.eof {

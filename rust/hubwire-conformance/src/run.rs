@@ -197,11 +197,24 @@ impl Run<'_> {
                 }
             }
         }
+        if self.case.requires.iter().any(|r| !self.testee_has(r)) {
+            // Not a failure: the spec lets a runtime go without it.
+            return Ok(());
+        }
         for (i, step) in self.case.steps.iter().enumerate() {
             let (kind, arg) = step.as_object().and_then(|m| m.iter().next()).expect("validated at load");
             self.repeated(kind, arg).await.map_err(|e| format!("step {} ({kind}): {e}", i + 1))?;
         }
         Ok(())
+    }
+
+    /// Whether the testee's HELLO showed capability `r` (`case::REQUIREMENTS`).
+    fn testee_has(&self, r: &str) -> bool {
+        match r {
+            "shm" => self.testee_lists_shm,
+            "direct" => self.testee_direct,
+            _ => false,
+        }
     }
 
     /// A step with `repeat: N` runs N times with `$i` substituted; a send
@@ -290,7 +303,10 @@ impl Run<'_> {
                 Ok(())
             }
             "close" => {
-                self.peer.close();
+                match arg.get("socket_only").and_then(Value::as_bool) {
+                    Some(true) => self.peer.close_socket(),
+                    _ => self.peer.close(),
+                }
                 Ok(())
             }
             "end_stream" => {
@@ -300,6 +316,16 @@ impl Run<'_> {
             "check_alive" => self.check_alive().await,
             "hand_over" => self.hand_over().await,
             "offer_upgrade" => crate::upgrade::offer(&mut self.peer, arg, self.testee_lists_shm, self.wait).await,
+            "accept_upgrade" => crate::upgrade::accept(&mut self.peer, self.testee_lists_shm, self.wait).await,
+            "expect_shm" => match !self.testee_lists_shm || self.peer.on_shm() {
+                true => Ok(()),
+                false => Err("the connection is not on shared memory both ways".into()),
+            },
+            "expect_all" => {
+                let list = arg.as_array().ok_or("expect_all needs a list of patterns")?;
+                let patterns = list.iter().map(|p| obj(p, "expect_all")).collect::<Result<Vec<_>, _>>()?;
+                self.expect_unordered(patterns).await
+            }
             other => Err(format!("unknown step {other}")),
         }
     }

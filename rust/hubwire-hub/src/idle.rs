@@ -130,6 +130,10 @@ impl Transport for Watched {
         self.inner.take_fd()
     }
 
+    fn settle_fds(&self, unparsed: usize) {
+        self.inner.settle_fds(unparsed)
+    }
+
     fn try_write_fds(&self, bufs: &[IoSlice<'_>], fds: &[std::os::fd::BorrowedFd<'_>]) -> io::Result<usize> {
         self.inner.try_write_fds(bufs, fds)
     }

@@ -85,3 +85,180 @@ async fn switched_off_on_either_side_stays_on_the_socket() {
         echo_works(&c).await;
     }
 }
+
+/// The descriptors of pipe `ends` that this process holds: the entries of
+/// `/proc/self/fd` that name one of their pipes.
+fn open_ends(pipes: &[String]) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| pipes.iter().any(|p| target.to_str() == Some(p.as_str())))
+        .count()
+}
+
+/// A raw dialer: sends `bytes` (with `fds` on their first byte) and reads
+/// frames until one `want` accepts.
+struct RawDialer {
+    sock: std::os::unix::net::UnixStream,
+    buf: bytes::BytesMut,
+    decoder: hubwire_frame::Decoder,
+}
+
+impl RawDialer {
+    fn send(&self, bytes: &[u8], fds: &[std::os::fd::BorrowedFd<'_>]) {
+        use std::os::fd::AsRawFd;
+        let n = hubwire::transport::fd_pass::send_with_fds(self.sock.as_raw_fd(), &[std::io::IoSlice::new(bytes)], fds).unwrap();
+        assert_eq!(n, bytes.len());
+    }
+
+    fn until(&mut self, want: impl Fn(&hubwire_frame::Frame) -> bool) -> hubwire_frame::Frame {
+        loop {
+            while let Some(f) = self.decoder.decode(&mut self.buf).unwrap() {
+                if want(&f) {
+                    return f;
+                }
+            }
+            let mut chunk = [0u8; 4096];
+            let n = std::io::Read::read(&mut self.sock, &mut chunk).unwrap();
+            assert!(n > 0, "the acceptor closed the connection");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+}
+
+/// §11.4.2: an acceptor that lists `shm` waits for an offer's five
+/// descriptors, but descriptors that come with any other frame are closed
+/// as soon as that frame is read, not kept (and taken for the offer's)
+/// until an UPGRADE comes. Counted in `/proc/self/fd`: both processes are
+/// this one, so the acceptor's copies show there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn descriptors_that_come_with_other_frames_are_closed_at_once() {
+    use hubwire_frame::Frame;
+    use std::os::fd::{AsFd, AsRawFd};
+    let dir = TempDir::new("stray-fds");
+    let path = dir.0.join("p.sock");
+    let listener = unix::UnixListener::bind(&path).unwrap();
+    let serving = tokio::spawn(async move {
+        let conn = Connection::start(transport::accept(&listener).await.unwrap(), &server().service(hubwire_tests::provider()), false)
+            .await
+            .unwrap();
+        conn.closed().await;
+    });
+    let raw = tokio::task::spawn_blocking(move || {
+        let sock = std::os::unix::net::UnixStream::connect(&path).unwrap();
+        sock.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+        let mut d = RawDialer { sock, buf: bytes::BytesMut::new(), decoder: hubwire_frame::Decoder::new(u32::MAX) };
+        let mut hello = hubwire_frame::Hello::new(hubwire_frame::PeerInfo { name: "raw".into(), lang: "rust".into(), version: "0".into() });
+        hello.upgrade = vec!["shm".into()];
+        d.send(&Frame::Hello(Box::new(hello)).to_bytes(), &[]);
+        d.until(|f| matches!(f, Frame::Hello(_)));
+
+        let pipes: Vec<_> = (0..5).map(|_| std::io::pipe().unwrap()).collect();
+        let names: Vec<String> = pipes
+            .iter()
+            .map(|(r, _)| std::fs::read_link(format!("/proc/self/fd/{}", r.as_raw_fd())).unwrap().display().to_string())
+            .collect();
+        let ends: Vec<_> = pipes.iter().map(|(_, w)| w.as_fd()).collect();
+        assert_eq!(open_ends(&names), 10, "before: our read and write ends");
+        d.send(&Frame::Ping { data: *b"stray-fd" }.to_bytes(), &ends);
+        drop(ends);
+        let readers: Vec<_> = pipes.into_iter().map(|(r, _w)| r).collect();
+        d.until(|f| matches!(f, Frame::Pong { data } if data == b"stray-fd"));
+        // A second round trip: the reader has finished with the first
+        // PING's read (and settled its descriptors) before it reads this.
+        d.send(&Frame::Ping { data: *b"and-then" }.to_bytes(), &[]);
+        d.until(|f| matches!(f, Frame::Pong { data } if data == b"and-then"));
+        assert_eq!(open_ends(&names), 5, "after: only our read ends; the acceptor closed the write ends it received");
+
+        // The stray descriptors were not kept for the offer: a real one
+        // that comes now is taken.
+        let (_seg, memfd) = hubwire::transport::shm::segment::Segment::create(4096, 4096).unwrap();
+        let efds = hubwire::transport::shm::link::eventfds().unwrap();
+        let offer: Vec<_> = std::iter::once(memfd.as_fd()).chain(efds.iter().map(|f| f.as_fd())).collect();
+        d.send(&Frame::Upgrade { mechanism: "shm".into() }.to_bytes(), &offer);
+        let answer = d.until(|f| matches!(f, Frame::Upgraded { .. }));
+        assert!(matches!(answer, Frame::Upgraded { code: hubwire_frame::Code::Ok, .. }), "{answer:?}");
+        drop(readers);
+    });
+    raw.await.unwrap();
+    serving.abort();
+}
+
+/// A raw acceptor over a [`Ladder`](hubwire::transport::shm::Ladder):
+/// sends bytes and reads frames, on the socket or its ring.
+struct RawAcceptor {
+    t: std::sync::Arc<hubwire::transport::shm::Ladder>,
+    buf: bytes::BytesMut,
+    decoder: hubwire_frame::Decoder,
+}
+
+impl RawAcceptor {
+    async fn send(&self, bytes: &[u8]) {
+        let mut off = 0;
+        while off < bytes.len() {
+            let slice = [std::io::IoSlice::new(&bytes[off..])];
+            off += std::future::poll_fn(|cx| hubwire::transport::Transport::poll_write(&*self.t, cx, &slice)).await.unwrap();
+        }
+    }
+
+    async fn next(&mut self) -> hubwire_frame::Frame {
+        loop {
+            if let Some(f) = self.decoder.decode(&mut self.buf).unwrap() {
+                return f;
+            }
+            self.buf.reserve(4096);
+            let read = std::future::poll_fn(|cx| hubwire::transport::Transport::poll_read(&*self.t, cx, &mut self.buf));
+            let n = tokio::time::timeout(std::time::Duration::from_secs(10), read).await.expect("a frame within 10 s").unwrap();
+            assert!(n > 0, "the dialer closed the connection");
+        }
+    }
+}
+
+/// §11.4.3: a carrier may follow the peer's UPGRADED `ok` at once, and
+/// arrive in the same read as the marker. The dialer takes it as a
+/// carrier, not as a byte out of place, and goes on over the rings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_carrier_read_with_the_marker_is_no_protocol_error() {
+    use hubwire::transport::shm::{link::Link, segment::Segment, Budget, Ladder};
+    use hubwire::transport::Transport;
+    use hubwire_frame::{Code, Frame};
+    let dir = TempDir::new("carrier");
+    let path = dir.0.join("p.sock");
+    let listener = unix::UnixListener::bind(&path).unwrap();
+    let dialing = tokio::spawn(async move { Connection::dial(unix::connect(&path).await.unwrap(), &client()).await.unwrap() });
+    let ladder = std::sync::Arc::new(Ladder::new(transport::accept(&listener).await.unwrap()));
+    ladder.accept_fds(5);
+    let mut raw = RawAcceptor { t: ladder.clone(), buf: bytes::BytesMut::new(), decoder: hubwire_frame::Decoder::new(u32::MAX) };
+    let mut hello = hubwire_frame::Hello::new(hubwire_frame::PeerInfo { name: "raw".into(), lang: "rust".into(), version: "0".into() });
+    hello.upgrade = vec!["shm".into()];
+    raw.send(&Frame::Hello(Box::new(hello)).to_bytes()).await;
+    assert!(matches!(raw.next().await, Frame::Hello(_)));
+    let c = dialing.await.unwrap();
+    assert!(matches!(raw.next().await, Frame::Upgrade { .. }));
+    let fds: Vec<_> = std::iter::from_fn(|| ladder.take_fd()).collect();
+    let [memfd, d0, r0, d1, r1] = <[std::os::fd::OwnedFd; 5]>::try_from(fds).expect("five descriptors");
+    let link = Link::new(Segment::open(&memfd).unwrap(), false, [d0, r0, d1, r1], Budget::unlimited()).unwrap();
+    ladder.attach(link);
+    // Our marker and a carrier after it in one write, so that the dialer
+    // reads them together; then a PING in our ring.
+    let mut marker = Frame::Upgraded { code: Code::Ok, message: String::new() }.to_bytes().to_vec();
+    marker.push(0);
+    raw.send(&marker).await;
+    ladder.switch_write();
+    raw.send(&Frame::Ping { data: *b"carrier!" }.to_bytes()).await;
+    // The PONG comes before the dialer's marker (on the socket) or after
+    // it (in its ring); the marker is its last frame on the socket.
+    let (mut marker_seen, mut pong_seen) = (false, false);
+    while !(marker_seen && pong_seen) {
+        match raw.next().await {
+            Frame::Upgraded { code: Code::Ok, .. } if !marker_seen => {
+                assert!(raw.buf.is_empty(), "nothing after the dialer's marker on the socket");
+                ladder.switch_read();
+                marker_seen = true;
+            }
+            Frame::Pong { data } if !pong_seen && &data == b"carrier!" => pong_seen = true,
+            f => panic!("expected the dialer's marker and the PONG, got {f:?}"),
+        }
+    }
+    assert!(c.upgraded().await && c.on_shared_memory());
+}

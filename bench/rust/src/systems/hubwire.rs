@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::endpoint::{Addr, Children, Listening};
 use crate::client::{check_len, in_tasks, runtime, send_ahead, AsyncClient, Client, OnRuntime};
-use crate::model::{Encoding, Job, Transport};
+use crate::model::{Encoding, Job, Mode, Transport};
 use crate::payload::{shape, Msg, Payload, Structured};
 use crate::runner::Target;
 use crate::serve::{ready, Listen};
@@ -102,7 +102,19 @@ pub fn start(job: &Job) -> io::Result<Box<dyn Target>> {
             let server = Listening::start(&args, if shm { Transport::Unix } else { job.transport })?;
             let stream = job.system.on_stream();
             let pids = vec![server.pid()];
-            Box::new(Remote { addr: server.addr.clone(), pids, _server: Some(server), wait, payload, encoding, stream, direct: false, shm })
+            let redial = job.mode == Mode::Connect;
+            Box::new(Remote {
+                addr: server.addr.clone(),
+                pids,
+                _server: Some(server),
+                wait,
+                payload,
+                encoding,
+                stream,
+                direct: false,
+                shm,
+                redial,
+            })
         }
         Transport::Child => Box::new(PerChild { mode, wait, payload, encoding, children: Children::default() }),
         Transport::Inproc => Box::new(InProc { wait, payload, encoding }),
@@ -126,6 +138,8 @@ pub struct Remote {
     direct: bool,
     /// Whether the connection must move to shared memory.
     shm: bool,
+    /// Whether every call opens a connection of its own (`Mode::Connect`).
+    redial: bool,
 }
 
 impl Remote {
@@ -133,7 +147,18 @@ impl Remote {
     /// direct path.
     pub fn external(addr: Addr, pids: Vec<u32>, wait: WaitMode, job: &Job, direct: bool) -> Remote {
         let stream = job.system.on_stream();
-        Remote { addr, pids, _server: None, wait, payload: job.payload.clone(), encoding: job.encoding, stream, direct, shm: false }
+        Remote {
+            addr,
+            pids,
+            _server: None,
+            wait,
+            payload: job.payload.clone(),
+            encoding: job.encoding,
+            stream,
+            direct,
+            shm: false,
+            redial: false,
+        }
     }
 }
 
@@ -151,18 +176,29 @@ async fn until_direct(conn: &Connection) -> io::Result<()> {
     Ok(())
 }
 
+/// Dials `addr`; with `shm`, waits until the connection is on shared
+/// memory both ways.
+async fn dial(addr: &Addr, config: &ConnectionOptions, shm: bool) -> io::Result<Connection> {
+    let conn = match addr {
+        Addr::Unix(p) => Connection::dial(hubwire::transport::unix::connect(p).await?, config).await.map_err(err),
+        Addr::Tcp(a) => Connection::dial(hubwire::transport::tcp::connect(a.as_str()).await?, config).await.map_err(err),
+    }?;
+    if shm && !conn.upgraded().await {
+        return Err(io::Error::other("the connection did not move to shared memory"));
+    }
+    Ok(conn)
+}
+
 impl Target for Remote {
     fn connect(&self) -> io::Result<Box<dyn Client>> {
         let rt = runtime()?;
         let config = ConnectionOptions::new("bench-client").wait(self.wait).direct(self.direct).shm(self.shm);
+        if self.redial {
+            let (addr, payload, encoding, shm) = (self.addr.clone(), self.payload.clone(), self.encoding, self.shm);
+            return Ok(OnRuntime::boxed(rt, Redial { addr, config, payload, encoding, shm }));
+        }
         let conn = rt.block_on(async {
-            let conn = match &self.addr {
-                Addr::Unix(p) => Connection::dial(hubwire::transport::unix::connect(p).await?, &config).await.map_err(err),
-                Addr::Tcp(a) => Connection::dial(hubwire::transport::tcp::connect(a.as_str()).await?, &config).await.map_err(err),
-            }?;
-            if self.shm && !conn.upgraded().await {
-                return Err(io::Error::other("the connection did not move to shared memory"));
-            }
+            let conn = dial(&self.addr, &config, self.shm).await?;
             if self.direct {
                 until_direct(&conn).await?;
             }
@@ -173,6 +209,26 @@ impl Target for Remote {
 
     fn peers(&self) -> Vec<u32> {
         self.pids.clone()
+    }
+}
+
+/// The client of `Mode::Connect`: each call is a connection of its own,
+/// timed from the connect to the close: connect + HELLO, the upgrade
+/// when `shm` (until both directions are on the rings), one call, close.
+struct Redial {
+    addr: Addr,
+    config: ConnectionOptions,
+    payload: Arc<Payload>,
+    encoding: Encoding,
+    shm: bool,
+}
+
+impl AsyncClient for Redial {
+    async fn call(&mut self) -> io::Result<()> {
+        let conn = dial(&self.addr, &self.config, self.shm).await?;
+        let r = call(&conn, &self.payload, self.encoding).await;
+        conn.close();
+        r
     }
 }
 

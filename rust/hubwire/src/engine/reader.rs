@@ -150,6 +150,9 @@ async fn read_frames(
         if core.is_closed() {
             return;
         }
+        // Descriptors that came with the frames just dispatched and were
+        // not taken are closed now (§11.4.2).
+        core.transport.settle_fds(buf.len());
         reserve(&decoder, &mut buf, core.transport.ready_bytes());
         match read_more(&core, &mut buf, &mut spinner, &mut delivered).await {
             Ok(0) => {

@@ -191,11 +191,19 @@ fn send_marker(core: Arc<Core>, dialer: bool) {
 }
 
 /// After the reader dispatched an UPGRADED: if that moved our reads to
-/// the ring, nothing may follow it on the socket.
-pub(crate) fn after_marker(core: &Core, rest: &BytesMut) -> Result<(), FrameError> {
+/// the ring, nothing may follow it on the socket but carriers (§11.4.3):
+/// a peer that writes its ring may send a frame with descriptors at once,
+/// and its carrier can arrive in the same read as the marker. Their
+/// descriptors are queued already; the bytes are dropped here, as the
+/// ladder drops the carriers it reads later.
+pub(crate) fn after_marker(core: &Core, rest: &mut BytesMut) -> Result<(), FrameError> {
     match core.upgrade.get() {
         Some(up) if up.ladder.reads_ring() && !rest.is_empty() => {
-            Err(FrameError::protocol(format!("{} bytes on the socket after the peer's UPGRADED", rest.len())))
+            if rest.iter().any(|&b| b != 0) {
+                return Err(FrameError::protocol(format!("{} bytes on the socket after the peer's UPGRADED", rest.len())));
+            }
+            rest.clear();
+            Ok(())
         }
         _ => Ok(()),
     }

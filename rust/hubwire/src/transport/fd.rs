@@ -7,7 +7,7 @@
 
 use std::io::{self, IoSlice};
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::task::{ready, Context, Poll};
 
@@ -26,6 +26,9 @@ pub struct FdTransport<S: AsRawFd + Send + Sync + 'static> {
     /// `inbox.wanted()`, read without the lock on every read.
     want_fds: AtomicBool,
     inbox: Mutex<FdInbox>,
+    /// Bytes read so far: the stream position that received descriptors
+    /// are tagged with (`FdInbox::put`). Written by the one reader only.
+    read_total: AtomicU64,
 }
 
 impl<S: AsRawFd + Send + Sync + 'static> FdTransport<S> {
@@ -36,19 +39,30 @@ impl<S: AsRawFd + Send + Sync + 'static> FdTransport<S> {
         // registered elsewhere for as long as the AsyncFd lives.
         let unix = fd_pass::is_unix_socket(socket.as_raw_fd());
         let io = unsafe { AsyncFd::register(socket) }.map_err(io::Error::from)?;
-        Ok(FdTransport { io, label, unix, want_fds: AtomicBool::new(false), inbox: Mutex::new(FdInbox::default()) })
+        Ok(FdTransport {
+            io,
+            label,
+            unix,
+            want_fds: AtomicBool::new(false),
+            inbox: Mutex::new(FdInbox::default()),
+            read_total: AtomicU64::new(0),
+        })
     }
 
     /// One read: plain `recv`, or `recvmsg` into the inbox while
     /// descriptors are accepted.
     fn read(&self, buf: &mut BytesMut) -> io::Result<usize> {
         if !self.want_fds.load(Ordering::Acquire) {
-            return recv(self.io.as_raw_fd(), buf);
+            let n = recv(self.io.as_raw_fd(), buf)?;
+            self.read_total.fetch_add(n as u64, Ordering::Relaxed);
+            return Ok(n);
         }
         let mut fds = Vec::new();
         let r = fd_pass::recv_with_fds(self.io.as_raw_fd(), buf, &mut fds);
+        let n = *r.as_ref().unwrap_or(&0) as u64;
+        let until = self.read_total.fetch_add(n, Ordering::Relaxed) + n;
         if !fds.is_empty() {
-            self.inbox.lock().unwrap().put(fds);
+            self.inbox.lock().unwrap().put(fds, until);
         }
         r
     }
@@ -174,6 +188,13 @@ impl<S: AsRawFd + Send + Sync + 'static> Transport for FdTransport<S> {
 
     fn take_fd(&self) -> Option<OwnedFd> {
         self.inbox.lock().unwrap().take()
+    }
+
+    fn settle_fds(&self, unparsed: usize) {
+        if self.want_fds.load(Ordering::Acquire) {
+            let parsed = self.read_total.load(Ordering::Relaxed).saturating_sub(unparsed as u64);
+            self.inbox.lock().unwrap().settle(parsed);
+        }
     }
 
     fn try_write_fds(&self, bufs: &[IoSlice<'_>], fds: &[BorrowedFd<'_>]) -> io::Result<usize> {

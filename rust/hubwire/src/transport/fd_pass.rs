@@ -133,9 +133,16 @@ pub fn is_unix_socket(sock: RawFd) -> bool {
 /// Received descriptors waiting for the frame that explains them, oldest
 /// first, at most `cap` of them. With a cap of 0 (the default) the owner
 /// reads without a control buffer and nothing is ever held.
+///
+/// Each descriptor is kept with the stream position just past the read
+/// that brought it: the frame it belongs to starts before that position
+/// (a read never goes past the send that carried descriptors). Once every
+/// frame starting there has been dispatched ([`FdInbox::settle`]), a
+/// descriptor no frame took is stray and closed at once (`spec/PROTOCOL.md`
+/// §11.4.2), not kept for a later frame that takes descriptors.
 #[derive(Default)]
 pub struct FdInbox {
-    fds: VecDeque<OwnedFd>,
+    fds: VecDeque<(u64, OwnedFd)>,
     cap: usize,
 }
 
@@ -152,20 +159,30 @@ impl FdInbox {
         self.cap > 0
     }
 
-    /// Keeps `fds` in order of arrival; those beyond the cap are closed.
-    pub fn put(&mut self, fds: Vec<OwnedFd>) {
+    /// Keeps `fds`, which came with the bytes read up to stream position
+    /// `until`, in order of arrival; those beyond the cap are closed.
+    pub fn put(&mut self, fds: Vec<OwnedFd>, until: u64) {
         for fd in fds {
             if self.fds.len() < self.cap {
-                self.fds.push_back(fd);
+                self.fds.push_back((until, fd));
             } else {
                 drop(fd);
             }
         }
     }
 
+    /// The reader has dispatched every frame that starts before stream
+    /// position `parsed`: closes the descriptors that came with bytes
+    /// before it, which no frame took.
+    pub fn settle(&mut self, parsed: u64) {
+        while self.fds.front().is_some_and(|(until, _)| *until <= parsed) {
+            self.fds.pop_front();
+        }
+    }
+
     /// The oldest descriptor held.
     pub fn take(&mut self) -> Option<OwnedFd> {
-        self.fds.pop_front()
+        self.fds.pop_front().map(|(_, fd)| fd)
     }
 
     /// How many are held.
@@ -265,7 +282,7 @@ mod tests {
         assert_eq!(got.len(), MAX_FDS);
         let mut inbox = FdInbox::default();
         inbox.set_cap(2);
-        inbox.put(got);
+        inbox.put(got, 1);
         assert_eq!(inbox.len(), 2);
         let open: Vec<bool> = reads.iter().map(has_writer).collect();
         let mut want = vec![false; MAX_FDS + 1];
@@ -274,6 +291,27 @@ mod tests {
         inbox.set_cap(0);
         assert!(inbox.is_empty() && !inbox.wanted());
         assert!(!has_writer(&reads[0]) && !has_writer(&reads[1]), "lowering the cap closes what it held");
+    }
+
+    #[test]
+    fn settling_closes_what_came_with_dispatched_frames_and_keeps_the_rest() {
+        let (r1, w1) = pipe();
+        let (r2, w2) = pipe();
+        let mut inbox = FdInbox::default();
+        inbox.set_cap(5);
+        // One descriptor came with the bytes up to position 10, one with
+        // those up to 30.
+        inbox.put(vec![w1], 10);
+        inbox.put(vec![w2], 30);
+        inbox.settle(9);
+        assert_eq!(inbox.len(), 2, "a frame starting before 10 may still take the first");
+        inbox.settle(10);
+        assert_eq!(inbox.len(), 1);
+        assert!(!has_writer(&r1), "the first is closed: no frame took it");
+        assert!(has_writer(&r2), "the second waits for its frame");
+        let taken = inbox.take().unwrap();
+        assert!(inbox.is_empty());
+        drop(taken);
     }
 
     #[test]

@@ -116,6 +116,16 @@ pub trait Transport: Send + Sync + 'static {
         None
     }
 
+    /// Told by the reader that it has dispatched every complete frame read
+    /// so far, and holds `unparsed` bytes after them (the start of a frame
+    /// still coming): descriptors that came with earlier bytes were taken
+    /// by no frame, and are closed now (`spec/PROTOCOL.md` §11.4.2), so an
+    /// acceptor waiting for an offer never keeps a peer's stray ones. The
+    /// default has none to close; a wrapper passes it on.
+    fn settle_fds(&self, unparsed: usize) {
+        let _ = unparsed;
+    }
+
     /// Like [`Transport::try_write`], with `fds` attached to the first byte
     /// written (at most `fd_pass::MAX_FDS`). `WouldBlock` means nothing left,
     /// descriptors included; any other success means they left.

@@ -240,6 +240,15 @@ impl Transport for Ladder {
         self.socket.take_fd()
     }
 
+    fn settle_fds(&self, unparsed: usize) {
+        // On the ring, descriptors come with carriers only (§11.4.3), each
+        // ahead of its frame, and the reader's bytes are the ring's, not
+        // the socket's: the queue's cap bounds them there.
+        if !self.reads_ring() {
+            self.socket.settle_fds(unparsed)
+        }
+    }
+
     fn try_write_fds(&self, bufs: &[IoSlice<'_>], fds: &[BorrowedFd<'_>]) -> io::Result<usize> {
         if self.ring(&self.write_ring).is_none() {
             return self.socket.try_write_fds(bufs, fds);
