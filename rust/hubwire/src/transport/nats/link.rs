@@ -110,15 +110,24 @@ impl LinkShared {
     /// waits for room sends nothing (async-nats hands the message to its
     /// bounded channel only once there is room), so the boxed one is the
     /// only copy that can go out.
+    ///
+    /// The publish is `unconstrained`: it waits only for room in the
+    /// client, never for the calling task's cooperative budget. A task that
+    /// had just taken many items off a channel would otherwise see its
+    /// write refused with room to spare, left pending with a no-op waker
+    /// (`try_write`) until the connection's flusher runs, which on a
+    /// current-thread runtime idle outside `block_on` is never; and a
+    /// pending DATA holds back this link's HEARTBEATs, so the peer would
+    /// break the link after 600 ms of silence.
     fn start(&self, cx: &mut Context<'_>, payload: Bytes) -> Result<Result<(), async_nats::PublishError>, Publish> {
         {
-            let f = std::pin::pin!(self.client.publish(self.to.clone(), payload.clone()));
+            let f = std::pin::pin!(tokio::task::unconstrained(self.client.publish(self.to.clone(), payload.clone())));
             if let Poll::Ready(r) = f.poll(cx) {
                 return Ok(r);
             }
         }
         let (client, to) = (self.client.clone(), self.to.clone());
-        let mut f: Publish = Box::pin(async move { client.publish(to, payload).await });
+        let mut f: Publish = Box::pin(tokio::task::unconstrained(async move { client.publish(to, payload).await }));
         match f.as_mut().poll(cx) {
             Poll::Ready(r) => Ok(r),
             Poll::Pending => Err(f),
