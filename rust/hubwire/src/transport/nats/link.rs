@@ -21,6 +21,17 @@ use crate::transport::Transport;
 
 type Publish = Pin<Box<dyn Future<Output = Result<(), async_nats::PublishError>> + Send>>;
 
+/// Data bytes per DATA message at most, below the server's `max_payload`
+/// (§13.4 lets a sender use smaller messages). A stream's burst of ITEMs
+/// (`Transport::batches_items`) leaves as messages of this size: each
+/// saves the per-message work of 16 one-KiB items (client, server and
+/// receiver), and the receiver starts on the first while the next travel,
+/// where one message of the whole burst would arrive all at once; what a
+/// side buffers per message (the sender's copy, the receiver's read
+/// buffer) stays this small. Measured on `nats_stream`: 4–16 KiB moved
+/// the most items/s, 64 KiB and more up to a third fewer.
+const MAX_DATA: usize = 16 * 1024;
+
 /// What we receive: our subscription and what is left of the last DATA.
 struct Rx {
     /// None once the link is released (dropping it unsubscribes).
@@ -54,7 +65,8 @@ pub(super) struct LinkShared {
     /// Where we publish: the peer's link subject.
     to: Subject,
     label: String,
-    /// Data bytes per message: the server's `max_payload` less the header.
+    /// Data bytes per message: the server's `max_payload` less the header,
+    /// at most [`MAX_DATA`].
     max_data: usize,
     rx: Mutex<Rx>,
     tx: Mutex<Tx>,
@@ -77,7 +89,7 @@ impl NatsLink {
     /// A link that reads `sub` (our link subject, already subscribed) and
     /// publishes to `to` (the peer's).
     pub(super) fn new(client: Client, sub: Subscriber, to: String, label: String) -> NatsLink {
-        let max_data = client.server_info().max_payload.max(HEADER_LEN + 1) - HEADER_LEN;
+        let max_data = (client.server_info().max_payload.max(HEADER_LEN + 1) - HEADER_LEN).min(MAX_DATA);
         let now = ticker::now_ms();
         let shared = Arc::new(LinkShared {
             client,
