@@ -118,6 +118,14 @@ impl Transport for Watched {
         self.inner.note_read(n);
     }
 
+    fn batches_items(&self) -> bool {
+        self.inner.batches_items()
+    }
+
+    fn ready_bytes(&self) -> usize {
+        self.inner.ready_bytes()
+    }
+
     fn passes_fds(&self) -> bool {
         self.inner.passes_fds()
     }

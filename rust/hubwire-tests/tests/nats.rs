@@ -1,7 +1,8 @@
 //! hubwire over NATS (`spec/PROTOCOL.md` §13) beyond the behaviour suite,
 //! against a real `nats-server`: nobody offering a method, a replica killed
 //! with SIGKILL mid-call and the failover to another, a lost message, a
-//! silent peer, a flood a reader does not read, and `$SRV` discovery.
+//! silent peer, a flood a reader does not read, `$SRV` discovery, and a
+//! stream's items sharing DATA messages of at most 16 KiB.
 //! Outcomes only: the time bounds live in the bench and hardening suites.
 //! Some cases play the other side by hand with a plain NATS client.
 
@@ -271,6 +272,55 @@ async fn a_replica_answers_srv_discovery_with_its_methods_and_calls() {
             }
         };
         assert_eq!(gone.await.code(), Code::Unavailable);
+    })
+    .await;
+}
+
+/// The sizes (header included) of the DATA messages `spy` has seen, up
+/// to the first 300 ms without one (HEARTBEATs go on meanwhile).
+async fn data_messages(spy: &mut async_nats::Subscriber) -> Vec<usize> {
+    let mut sizes = Vec::new();
+    let mut quiet_until = tokio::time::Instant::now() + Duration::from_millis(300);
+    while let Ok(Some(msg)) = tokio::time::timeout_at(quiet_until, spy.next()).await {
+        if let Ok((MsgKind::Data, _, _)) = wire::decode(&msg.payload) {
+            sizes.push(msg.payload.len());
+            quiet_until = tokio::time::Instant::now() + Duration::from_millis(300);
+        }
+    }
+    sizes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streams_burst_of_items_shares_data_messages_of_at_most_16_kib() {
+    let server = NatsServer::start();
+    bounded(async {
+        let client = nats::connect(&server.url()).await.unwrap();
+        let replica =
+            nats::serve(hubwire_tests::provider(), client.clone(), &Default::default(), hubwire_tests::provider_config()).await.unwrap();
+        let (conn, _) = nats::dial(&client, &Target::Replica(replica.id().into()), &client_opts(), &Default::default()).await.unwrap();
+        // A spy on every inbox: the link subjects are inboxes (§13.2).
+        let spy = async_nats::connect(server.url()).await.unwrap();
+        let mut seen = spy.subscribe("_INBOX.>").await.unwrap();
+        round_trip(&spy).await;
+        let n = 1000u32;
+        let mut items = conn.server_stream::<_, u32>("count", &n, &hubwire::CallOptions::new()).await.unwrap();
+        for i in 0..n {
+            assert_eq!(items.next().await.unwrap(), Some(i));
+        }
+        let stream = data_messages(&mut seen).await;
+        // The default window (64) grants credit back 32 at a time, so the
+        // handler sends most items from its own task, after a CREDIT, not
+        // while the reader dispatches (corked). One message per item would
+        // be over 1000 (the REQUEST, CREDITs and the RESPONSE besides).
+        assert!(stream.len() < n as usize / 2, "{} DATA messages for {n} items", stream.len());
+        // A 100 KiB answer is one write, split into messages of at most
+        // 16 KiB of data.
+        let big = hubwire::Raw(Bytes::from(vec![7u8; 100 * 1024]));
+        let back: hubwire::Raw = conn.call("echo", &big).await.unwrap();
+        assert_eq!(back.0, big.0);
+        let echo = data_messages(&mut seen).await;
+        assert!(echo.iter().all(|&len| len <= wire::HEADER_LEN + 16 * 1024), "{echo:?}");
+        assert!(echo.iter().filter(|&&len| len == wire::HEADER_LEN + 16 * 1024).count() >= 12, "{echo:?}");
     })
     .await;
 }

@@ -48,6 +48,11 @@ pub(crate) struct Core {
     pub(crate) backlog: Arc<Backlog>,
     /// The upgrade to shared memory, when both sides can (§11.4).
     pub(crate) upgrade: std::sync::OnceLock<super::upgrade_state::Upgrade>,
+    /// Every ITEM goes through the background flusher, so that a burst
+    /// shares a write ([`Transport::batches_items`]: NATS).
+    ///
+    /// [`Transport::batches_items`]: crate::transport::Transport::batches_items
+    pub(crate) batch_items: bool,
 }
 
 /// A call this side started, between its REQUEST and its end.
@@ -64,6 +69,7 @@ pub(crate) struct Started {
 impl Core {
     /// The core of a connection whose handshake is done.
     pub(crate) fn new(transport: DynTransport, writer: Arc<Writer>, local: Hello, peer: Hello, dialer: bool, low_latency: bool) -> Core {
+        let batch_items = transport.batches_items();
         Core {
             transport,
             writer,
@@ -79,6 +85,7 @@ impl Core {
             direct: std::sync::OnceLock::new(),
             backlog: Backlog::new(),
             upgrade: Default::default(),
+            batch_items,
         }
     }
 
@@ -141,9 +148,13 @@ impl Core {
     /// stream), the write is left to the background flusher so that a
     /// burst leaves in one `sendmsg`; the item that empties the backlog
     /// writes at once and takes the queued ones along (see `backlog.rs`).
+    /// On a transport whose writes are messages (NATS) every ITEM waits
+    /// for the flusher: a handler's loop of sends then leaves as one DATA
+    /// message per burst rather than one per item.
     pub(crate) fn send_item(&self, id: u32, codec: Codec, payload: &Bytes) -> Result<(), Error> {
         let head = |b: &mut BytesMut| encode_item_head(b, id, codec, payload.len());
-        let sent = if self.backlog.pending() { self.writer.push_soon(head, payload) } else { self.writer.push(head, payload) };
+        let sent =
+            if self.batch_items || self.backlog.pending() { self.writer.push_soon(head, payload) } else { self.writer.push(head, payload) };
         sent.map_err(|r| Error::unavailable(format!("connection closed: {r}")))
     }
 

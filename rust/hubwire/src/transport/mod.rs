@@ -94,6 +94,17 @@ pub trait Transport: Send + Sync + 'static {
         0
     }
 
+    /// Whether every write costs a message of its own (NATS, §13.4: one
+    /// publish per write), so that the ITEMs a handler sends in a burst
+    /// should leave in one write, even at the cost of handing the write to
+    /// the connection's background flusher (one task hop) instead of
+    /// writing inline. The default (a socket, whose writes are cheap and
+    /// whose reader sees one byte stream anyway) is false; a wrapper passes
+    /// it on.
+    fn batches_items(&self) -> bool {
+        false
+    }
+
     // ---- Descriptors with the bytes (fd_pass.rs) ---------------------------
 
     /// Whether descriptors can travel with this transport's bytes (a Unix

@@ -21,6 +21,17 @@ use crate::transport::Transport;
 
 type Publish = Pin<Box<dyn Future<Output = Result<(), async_nats::PublishError>> + Send>>;
 
+/// Data bytes per DATA message at most, below the server's `max_payload`
+/// (§13.4 lets a sender use smaller messages). A stream's burst of ITEMs
+/// (`Transport::batches_items`) leaves as messages of this size: each
+/// saves the per-message work of 16 one-KiB items (client, server and
+/// receiver), and the receiver starts on the first while the next travel,
+/// where one message of the whole burst would arrive all at once; what a
+/// side buffers per message (the sender's copy, the receiver's read
+/// buffer) stays this small. Measured on `nats_stream`: 4–16 KiB moved
+/// the most items/s, 64 KiB and more up to a third fewer.
+const MAX_DATA: usize = 16 * 1024;
+
 /// What we receive: our subscription and what is left of the last DATA.
 struct Rx {
     /// None once the link is released (dropping it unsubscribes).
@@ -54,7 +65,8 @@ pub(super) struct LinkShared {
     /// Where we publish: the peer's link subject.
     to: Subject,
     label: String,
-    /// Data bytes per message: the server's `max_payload` less the header.
+    /// Data bytes per message: the server's `max_payload` less the header,
+    /// at most [`MAX_DATA`].
     max_data: usize,
     rx: Mutex<Rx>,
     tx: Mutex<Tx>,
@@ -77,7 +89,7 @@ impl NatsLink {
     /// A link that reads `sub` (our link subject, already subscribed) and
     /// publishes to `to` (the peer's).
     pub(super) fn new(client: Client, sub: Subscriber, to: String, label: String) -> NatsLink {
-        let max_data = client.server_info().max_payload.max(HEADER_LEN + 1) - HEADER_LEN;
+        let max_data = (client.server_info().max_payload.max(HEADER_LEN + 1) - HEADER_LEN).min(MAX_DATA);
         let now = ticker::now_ms();
         let shared = Arc::new(LinkShared {
             client,
@@ -110,15 +122,24 @@ impl LinkShared {
     /// waits for room sends nothing (async-nats hands the message to its
     /// bounded channel only once there is room), so the boxed one is the
     /// only copy that can go out.
+    ///
+    /// The publish is `unconstrained`: it waits only for room in the
+    /// client, never for the calling task's cooperative budget. A task that
+    /// had just taken many items off a channel would otherwise see its
+    /// write refused with room to spare, left pending with a no-op waker
+    /// (`try_write`) until the connection's flusher runs, which on a
+    /// current-thread runtime idle outside `block_on` is never; and a
+    /// pending DATA holds back this link's HEARTBEATs, so the peer would
+    /// break the link after 600 ms of silence.
     fn start(&self, cx: &mut Context<'_>, payload: Bytes) -> Result<Result<(), async_nats::PublishError>, Publish> {
         {
-            let f = std::pin::pin!(self.client.publish(self.to.clone(), payload.clone()));
+            let f = std::pin::pin!(tokio::task::unconstrained(self.client.publish(self.to.clone(), payload.clone())));
             if let Poll::Ready(r) = f.poll(cx) {
                 return Ok(r);
             }
         }
         let (client, to) = (self.client.clone(), self.to.clone());
-        let mut f: Publish = Box::pin(async move { client.publish(to, payload).await });
+        let mut f: Publish = Box::pin(tokio::task::unconstrained(async move { client.publish(to, payload).await }));
         match f.as_mut().poll(cx) {
             Poll::Ready(r) => Ok(r),
             Poll::Pending => Err(f),
@@ -394,6 +415,13 @@ impl Transport for NatsLink {
 
     fn describe(&self) -> String {
         self.shared.label.clone()
+    }
+
+    /// A write is a NATS message: 1 KiB ITEMs sent one publish each cost
+    /// the publisher's client, the server and the receiver's client a
+    /// message each, which a burst sent as one DATA saves (§13.4).
+    fn batches_items(&self) -> bool {
+        true
     }
 }
 
