@@ -40,17 +40,21 @@ impl<S: AsRawFd + Send + Sync + 'static> FdTransport<S> {
     }
 
     /// One read: plain `recv`, or `recvmsg` into the inbox while
-    /// descriptors are accepted.
-    fn read(&self, buf: &mut BytesMut) -> io::Result<usize> {
+    /// descriptors are accepted. Also says whether a short read proves
+    /// the socket drained: after a plain `recv`, yes (a stream socket's
+    /// `recv` copies until the buffer is full or the queue is empty); after
+    /// a `recvmsg` that takes descriptors, no (the kernel stops at each
+    /// message carrying them, with more bytes queued behind it).
+    fn read(&self, buf: &mut BytesMut) -> (io::Result<usize>, bool) {
         if !self.want_fds.load(Ordering::Acquire) {
-            return recv(self.io.as_raw_fd(), buf);
+            return (recv(self.io.as_raw_fd(), buf), true);
         }
         let mut fds = Vec::new();
         let r = fd_pass::recv_with_fds(self.io.as_raw_fd(), buf, &mut fds);
         if !fds.is_empty() {
             self.inbox.lock().unwrap().put(fds);
         }
-        r
+        (r, false)
     }
 
     fn write_fds(&self, bufs: &[IoSlice<'_>], fds: &[BorrowedFd<'_>]) -> io::Result<usize> {
@@ -114,16 +118,26 @@ pub(super) fn release(fd: RawFd) {
 
 impl<S: AsRawFd + Send + Sync + 'static> Transport for FdTransport<S> {
     fn try_read(&self, buf: &mut BytesMut) -> io::Result<usize> {
-        self.read(buf)
+        self.read(buf).0
     }
 
+    /// Clears the reactor's cached readiness when the read shows there is
+    /// nothing more: on `WouldBlock`, and on a short plain read (as tokio's
+    /// own `UnixStream` and `TcpStream` do), so the next poll waits in the
+    /// reactor at once instead of first making a `recv` that finds nothing:
+    /// one system call fewer per wake-up. Bytes that arrive after the read
+    /// raise a new edge, which the reactor records after the clear.
     fn poll_read(&self, cx: &mut Context<'_>, buf: &mut BytesMut) -> Poll<io::Result<usize>> {
         loop {
             let mut guard = ready!(self.io.poll_read_ready(cx))?;
-            // try_io clears the cached readiness on WouldBlock, so the next
-            // poll registers with the reactor instead of spinning.
-            if let Ok(r) = guard.try_io(|_| self.read(buf)) {
-                return Poll::Ready(r);
+            let room = buf.chunk_mut().len();
+            match self.read(buf) {
+                (Err(e), _) if e.kind() == io::ErrorKind::WouldBlock => guard.clear_ready(),
+                (Ok(n), true) if n > 0 && n < room => {
+                    guard.clear_ready();
+                    return Poll::Ready(Ok(n));
+                }
+                (r, _) => return Poll::Ready(r),
             }
         }
     }
@@ -132,11 +146,21 @@ impl<S: AsRawFd + Send + Sync + 'static> Transport for FdTransport<S> {
         send(self.io.as_raw_fd(), bufs)
     }
 
+    /// Clears the cached readiness on `WouldBlock` and on a short write
+    /// (the socket is full: a non-blocking stream `sendmsg` stops only
+    /// there), so the next poll waits for the peer to drain it without a
+    /// `sendmsg` that fails first.
     fn poll_write(&self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        let len: usize = bufs.iter().take(libc::UIO_MAXIOV as usize).map(|b| b.len()).sum();
         loop {
             let mut guard = ready!(self.io.poll_write_ready(cx))?;
-            if let Ok(r) = guard.try_io(|io| send(io.as_raw_fd(), bufs)) {
-                return Poll::Ready(r);
+            match send(self.io.as_raw_fd(), bufs) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => guard.clear_ready(),
+                Ok(n) if n > 0 && n < len => {
+                    guard.clear_ready();
+                    return Poll::Ready(Ok(n));
+                }
+                r => return Poll::Ready(r),
             }
         }
     }
