@@ -1,6 +1,6 @@
 //! The transport over a connected stream socket: Unix, TCP, or the
 //! socketpair of a child process. Registered with tokio's reactor through
-//! `AsyncFd`, but read and written with plain `recv`/`sendmsg` calls on the
+//! `AsyncFd`, but read and written with plain `recvmsg`/`sendmsg` calls on the
 //! non-blocking descriptor, so that `try_read` really asks the kernel each
 //! time (the spinning wait mode depends on that) and large payloads leave in
 //! one vectored call without being copied together first.
@@ -39,15 +39,18 @@ impl<S: AsRawFd + Send + Sync + 'static> FdTransport<S> {
         Ok(FdTransport { io, label, unix, want_fds: AtomicBool::new(false), inbox: Mutex::new(FdInbox::default()) })
     }
 
-    /// One read: plain `recv`, or `recvmsg` into the inbox while
-    /// descriptors are accepted. Also says whether a short read proves
-    /// the socket drained: after a plain `recv`, yes (a stream socket's
-    /// `recv` copies until the buffer is full or the queue is empty); after
-    /// a `recvmsg` that takes descriptors, no (the kernel stops at each
-    /// message carrying them, with more bytes queued behind it).
+    /// One read: plain ([`recv`]), or into the inbox while descriptors
+    /// are accepted. Also says whether a short read proves the socket
+    /// drained: a stream socket's read copies until the buffer is full or
+    /// the queue is empty, except that the kernel stops after a message
+    /// carrying descriptors, with more bytes perhaps queued behind it. So:
+    /// after a plain read that met none, yes; otherwise no.
     fn read(&self, buf: &mut BytesMut) -> (io::Result<usize>, bool) {
         if !self.want_fds.load(Ordering::Acquire) {
-            return (recv(self.io.as_raw_fd(), buf), true);
+            return match recv(self.io.as_raw_fd(), buf) {
+                Ok((n, cut)) => (Ok(n), !cut),
+                Err(e) => (Err(e), false),
+            };
         }
         let mut fds = Vec::new();
         let r = fd_pass::recv_with_fds(self.io.as_raw_fd(), buf, &mut fds);
@@ -70,17 +73,25 @@ impl<S: AsRawFd + Send + Sync + 'static> FdTransport<S> {
     }
 }
 
-fn recv(fd: RawFd, buf: &mut BytesMut) -> io::Result<usize> {
+/// One read into `buf`'s spare capacity: `recvmsg` without a control
+/// buffer, so descriptors a peer sent unasked are closed by the kernel.
+/// Also returns whether the read met such a message (`MSG_CTRUNC`).
+fn recv(fd: RawFd, buf: &mut BytesMut) -> io::Result<(usize, bool)> {
     let spare = buf.chunk_mut();
-    let len = spare.len();
-    // SAFETY: the kernel writes at most `len` bytes into the spare
-    // capacity; we then mark exactly that many as initialised.
-    let n = unsafe { libc::recv(fd, spare.as_mut_ptr() as *mut libc::c_void, len, 0) };
+    let mut iov = libc::iovec { iov_base: spare.as_mut_ptr() as *mut libc::c_void, iov_len: spare.len() };
+    // SAFETY: the kernel writes at most `iov_len` bytes into the spare
+    // capacity; we then mark exactly that many as initialised. The msghdr
+    // has no name and no control buffer, and points at `iov` only for the
+    // duration of the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
     unsafe { buf.advance_mut(n as usize) };
-    Ok(n as usize)
+    Ok((n as usize, msg.msg_flags & libc::MSG_CTRUNC != 0))
 }
 
 pub(super) fn send(fd: RawFd, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
@@ -211,5 +222,76 @@ impl<S: AsRawFd + Send + Sync + 'static> Transport for FdTransport<S> {
                 return Poll::Ready(r);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::poll_fn;
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+    use std::time::Duration;
+
+    /// A guard on waits that must end; a lost wake-up fails instead of hanging.
+    const WAKE: Duration = Duration::from_secs(10);
+
+    fn pair() -> (FdTransport<UnixStream>, UnixStream) {
+        let (a, b) = UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        (FdTransport::new(a, "test".into()).unwrap(), b)
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn bytes_sent_after_a_short_read_wake_the_reader() {
+        let (t, mut peer) = pair();
+        peer.write_all(b"abc").unwrap();
+        let mut buf = BytesMut::with_capacity(1024);
+        assert_eq!(poll_fn(|cx| t.poll_read(cx, &mut buf)).await.unwrap(), 3, "a short read");
+        // Readiness is cleared: the next poll waits without reading...
+        let mut read = Box::pin(poll_fn(|cx| t.poll_read(cx, &mut buf)));
+        assert!(futures_poll_once(read.as_mut()).await.is_pending());
+        // ...and bytes that come later still wake it.
+        peer.write_all(b"de").unwrap();
+        assert_eq!(tokio::time::timeout(WAKE, read).await.expect("woken").unwrap(), 2);
+        assert_eq!(&buf[..], b"abcde");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_short_write_leaves_the_writer_waiting_until_the_peer_drains() {
+        let (t, mut peer) = pair();
+        let chunk = vec![7u8; 1 << 20];
+        let bufs = [IoSlice::new(&chunk)];
+        let n = poll_fn(|cx| t.poll_write(cx, &bufs)).await.unwrap();
+        assert!(n > 0 && n < chunk.len(), "the socket takes a part: {n}");
+        let mut write = Box::pin(poll_fn(|cx| t.poll_write(cx, &bufs)));
+        assert!(futures_poll_once(write.as_mut()).await.is_pending(), "full: waits");
+        let mut sink = vec![0u8; n];
+        peer.read_exact(&mut sink).unwrap();
+        assert!(tokio::time::timeout(WAKE, write).await.expect("woken").unwrap() > 0);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn bytes_behind_unasked_descriptors_are_read_without_a_new_write() {
+        use std::os::fd::{AsFd, FromRawFd};
+        let (t, peer) = pair();
+        let mut p = [0; 2];
+        // SAFETY: pipe2 fills `p` with two new descriptors we then own.
+        assert_eq!(unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        let (_r, w) = unsafe { (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1])) };
+        fd_pass::send_with_fds(peer.as_raw_fd(), &[IoSlice::new(b"x")], &[w.as_fd()]).unwrap();
+        (&peer).write_all(b"yz").unwrap();
+        let mut buf = BytesMut::with_capacity(1024);
+        // The read stops after the message with the descriptor: short, but
+        // the socket is not drained, so readiness must stay set.
+        assert_eq!(poll_fn(|cx| t.poll_read(cx, &mut buf)).await.unwrap(), 1);
+        let mut read = Box::pin(poll_fn(|cx| t.poll_read(cx, &mut buf)));
+        assert_eq!(futures_poll_once(read.as_mut()).await.map(Result::unwrap), Poll::Ready(2));
+        assert_eq!(&buf[..], b"xyz");
+    }
+
+    /// Polls `f` once.
+    async fn futures_poll_once<F: std::future::Future + Unpin>(mut f: F) -> Poll<F::Output> {
+        poll_fn(|cx| Poll::Ready(std::pin::Pin::new(&mut f).poll(cx))).await
     }
 }
