@@ -38,8 +38,8 @@ pub(crate) const READ_CHUNK: usize = 64 * 1024;
 /// read straight into place, and the payload split off it later pins
 /// exactly its own size. Growing the buffer as the bytes arrived instead
 /// (4× what had arrived at a time, before issue 15) copied a 1 MiB
-/// frame's first 320 KiB again and allocated twice per frame, ~10 % of
-/// the bulk row's samples (`memmove`, page faults). The allocation is
+/// frame's first 320 KiB again and allocated twice per frame, ~18 % of
+/// the bulk row's samples (11 % `memmove`, ~7 % page faults). The allocation is
 /// address space: only the pages the kernel writes into become resident,
 /// so a peer that sends a header and stops costs what it sent in memory
 /// (the `header_then_silence` hardening case). Otherwise at least 4 KiB
