@@ -122,10 +122,6 @@ impl Transport for Watched {
         self.inner.batches_items()
     }
 
-    fn ready_bytes(&self) -> usize {
-        self.inner.ready_bytes()
-    }
-
     fn passes_fds(&self) -> bool {
         self.inner.passes_fds()
     }

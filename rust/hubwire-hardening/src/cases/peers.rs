@@ -123,8 +123,9 @@ pub async fn oversized_frame(ctx: &Ctx) -> Outcome {
 /// 48 clients each announce a 16 MiB frame, send 64 KiB of it and stop
 /// (48: under `max_connections_per_peer`, 64, with the background clients
 /// and the case's own status calls, all from the same uid). Expected: the
-/// hub keeps only the bytes that arrived (frames are never reserved up
-/// front): it grows by well under 32 MiB, not 48 × 16 MiB.
+/// hub keeps only the bytes that arrived (a frame's buffer is sized from
+/// its header, but only the pages filled become resident): it grows by
+/// well under 32 MiB, not 48 × 16 MiB.
 /// (Such a connection is closed by `idle_timeout`, 5 min: not waited for.)
 pub async fn header_then_silence(ctx: &Ctx) -> Outcome {
     let before = ctx.probe.now().rss_kib;

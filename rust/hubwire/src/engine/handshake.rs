@@ -76,7 +76,7 @@ async fn exchange(
             if let Some(f) = decoder.decode(&mut buf)? {
                 return Ok(f);
             }
-            reader::reserve(&decoder, &mut buf, 0);
+            reader::reserve(&decoder, &mut buf);
             match poll_fn(|cx| t.poll_read(cx, &mut buf)).await {
                 Ok(0) => {
                     decoder.finish(&buf)?;

@@ -3,12 +3,9 @@
 //! serving seam), and waits for more the way the connection's
 //! [`WaitMode`] says.
 //!
-//! Two bounds on memory live here. A frame is read into the buffer as its
-//! bytes arrive: a header announcing a large body reserves at most
-//! [`GROWTH`] times what is already buffered (or waits in a shared ring)
-//! plus a read chunk, never the announced size, so
-//! a peer that sends a header and stops costs a bounded multiple of what
-//! it sent. And while our write queue
+//! Two bounds on memory live here. A frame is read into a buffer of its
+//! size, at most `max_frame` ([`reserve`]), whose pages become resident
+//! only as its bytes arrive. And while our write queue
 //! is over its cap (the peer is not reading what we send), a new call or
 //! PING from the peer is held, and nothing more is read, until the queue
 //! drains; if it stays over the cap for `write_stall_timeout`, the
@@ -34,46 +31,29 @@ use crate::transport::Transport;
 /// Bytes asked of the transport per read.
 pub(crate) const READ_CHUNK: usize = 64 * 1024;
 
-/// How much a large frame's buffer grows at a time: to this many times
-/// what has arrived. Each growth copies what arrived into the new buffer,
-/// so the copies of one frame add up to 1/(GROWTH − 1) of its size: with
-/// 2 (as before issue 15) a 1 MiB frame was copied once more in user
-/// space on top of the kernel's copy, which showed as ~20 % of the bulk
-/// row's samples (`memmove`, and page faults in each new buffer); with 4,
-/// a third of it. A frame that never arrives costs at most 4 times what
-/// did, and never more than `max_frame`.
-pub(crate) const GROWTH: usize = 4;
-
 /// Makes room in `buf` for the next read. A frame larger than a read
-/// chunk whose header is buffered grows the buffer to [`GROWTH`] times
-/// what has arrived, to exactly its end and no further: its payload, split
-/// off later, then pins its own size and not a larger allocation, and a
-/// frame that never arrives costs no more than `GROWTH` times what did
-/// plus a read chunk. Otherwise at least 4 KiB is free, a chunk when more
-/// is needed.
-///
-/// Two refinements, each saving a copy of most of a large frame:
-/// * a frame that ends within a read chunk of the allowance gets its end
-///   at once: a 1 MiB payload's frame is 1 MiB + 12 bytes, and without the
-///   slack its last 12 bytes grew (copied) the whole 1 MiB buffer again;
-/// * `ready` bytes wait in the transport already
-///   ([`Transport::ready_bytes`], a shared ring) and count as arrived: a
-///   1 MiB frame then grows once (64 KiB read, the rest of a 256 KiB ring
-///   waiting) instead of twice.
-pub(crate) fn reserve(decoder: &Decoder, buf: &mut BytesMut, ready: usize) {
+/// chunk whose header is buffered gets its final buffer at once, sized
+/// from the header (which `decoder.check` has already held to
+/// `max_frame`): one allocation, what has arrived copied once, the rest
+/// read straight into place, and the payload split off it later pins
+/// exactly its own size. Growing the buffer as the bytes arrived instead
+/// (4× what had arrived at a time, before issue 15) copied a 1 MiB
+/// frame's first 320 KiB again and allocated twice per frame, ~18 % of
+/// the bulk row's samples (11 % `memmove`, ~7 % page faults). The allocation is
+/// address space: only the pages the kernel writes into become resident,
+/// so a peer that sends a header and stops costs what it sent in memory
+/// (the `header_then_silence` hardening case). Otherwise at least 4 KiB
+/// is free, a chunk when more is needed.
+pub(crate) fn reserve(decoder: &Decoder, buf: &mut BytesMut) {
     let (len, spare) = (buf.len(), buf.capacity() - buf.len());
     let want = match decoder.check(buf) {
         Ok(Some(n)) if n > len => n - len,
         _ => 0,
     };
     if want > spare && len + want > READ_CHUNK {
-        let allowed = ((len + ready) * GROWTH).max(READ_CHUNK);
-        let target = if len + want <= allowed + READ_CHUNK { len + want } else { allowed };
-        if target > len + spare {
-            let mut grown = BytesMut::with_capacity(target);
-            grown.extend_from_slice(buf);
-            *buf = grown;
-        }
+        let mut whole = BytesMut::with_capacity(len + want);
+        whole.extend_from_slice(buf);
+        *buf = whole;
         return;
     }
     if spare < 4096 || want > spare {
@@ -153,8 +133,12 @@ async fn read_frames(
         // Descriptors that came with the frames just dispatched and were
         // not taken are closed now (§11.4.2).
         core.transport.settle_fds(buf.len());
-        reserve(&decoder, &mut buf, core.transport.ready_bytes());
-        match read_more(&core, &mut buf, &mut spinner, &mut delivered).await {
+        reserve(&decoder, &mut buf);
+        // Inside a large frame, the rest comes in socket-sized pieces, each
+        // worth far more than a wake-up: spinning for it only takes CPU
+        // from the copies (bulk 1 MiB, issue 15). Spin between frames.
+        let inside = matches!(decoder.check(&buf), Ok(Some(n)) if n > buf.len() && n > READ_CHUNK);
+        match read_more(&core, &mut buf, &mut spinner, &mut delivered, inside).await {
             Ok(0) => {
                 break match decoder.finish(&buf) {
                     Ok(()) => Ok("connection closed by peer (end of stream)".into()),
@@ -235,9 +219,20 @@ pub(crate) async fn linger(t: &dyn Transport) {
 /// In efficient mode it reads through `poll_read` alone. A `try_read`
 /// first would cost a `recv` that finds nothing (the peer has not answered
 /// yet) and leaves the reactor's cached readiness set, so `poll_read` would
-/// then make a second one before it waits: two `EAGAIN`s per wake-up where
-/// one clears the readiness (`transport/fd.rs`).
-async fn read_more(core: &Core, buf: &mut BytesMut, spinner: &mut Spinner, delivered: &mut bool) -> io::Result<usize> {
+/// then make a second one before it waits. `poll_read` itself makes none
+/// after a short read, which clears the readiness (`transport/fd.rs`):
+/// one `recv` per wake-up.
+///
+/// In low-latency mode each spin is a `recv` that returns `EAGAIN`
+/// (~0.19 µs on the 2-vCPU VM of issue 15). Nothing cheaper tells a Unix
+/// socket's reader that bytes came: `poll` with a zero timeout costs the
+/// same (~0.18 µs), `epoll_wait` with a zero timeout on a set of its own
+/// ~0.12 µs, and the runtime's readiness is only refreshed by its reactor,
+/// which does not run while this task spins. A cheaper probe would not
+/// shorten the spin either (it lasts until bytes come or `spin` ends);
+/// it would only make more probes, so the `recv` stays: it also takes
+/// the bytes in the same call.
+async fn read_more(core: &Core, buf: &mut BytesMut, spinner: &mut Spinner, delivered: &mut bool, inside: bool) -> io::Result<usize> {
     let t = &*core.transport;
     loop {
         if spinner.enabled() {
@@ -248,8 +243,9 @@ async fn read_more(core: &Core, buf: &mut BytesMut, spinner: &mut Spinner, deliv
             // After waking other tasks (a caller, a handler), do not spin:
             // they need this worker. Wait below until one of them sends a
             // request (the kick) or bytes arrive. The same while our writer
-            // waits for room in a shared ring. Otherwise spin first.
-            if !std::mem::take(delivered) && !core.ring_write_waits() {
+            // waits for room in a shared ring, and inside a large frame
+            // (`inside`, see `read_frames`). Otherwise spin first.
+            if !std::mem::take(delivered) && !inside && !core.ring_write_waits() {
                 let got = spinner.spin(|| match t.try_read(buf) {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
                     r => Some(r),
@@ -425,66 +421,33 @@ mod tests {
     }
 
     #[test]
-    fn a_large_frame_is_not_reserved_up_front_and_ends_in_a_buffer_of_its_size() {
+    fn a_large_frame_gets_one_buffer_of_its_size_and_keeps_it() {
         let decoder = Decoder::new(16 << 20);
         let body = (16 << 20) - 64;
         let mut buf = header(body);
         buf.extend_from_slice(&[0; 64 * 1024]);
-        reserve(&decoder, &mut buf, 0);
-        assert!(buf.capacity() <= GROWTH * buf.len(), "reserved {} for {} arrived", buf.capacity(), buf.len());
-        // Fill what is free, as reads would, until the frame is whole
-        // (the reader then splits it off before it reserves again).
+        reserve(&decoder, &mut buf);
+        assert_eq!(buf.capacity(), 12 + body as usize, "the frame's buffer is sized from its header");
+        let at = buf.as_ptr();
+        // Reads fill it in place: no reserve before the frame is whole
+        // (the reader then splits it off) moves it.
         loop {
             let free = buf.capacity() - buf.len();
-            assert!(free > 0, "no room at {}", buf.len());
-            buf.extend_from_slice(&vec![0; free.min(12 + body as usize - buf.len())]);
+            buf.extend_from_slice(&vec![0; free.min(200 * 1024)]);
             if buf.len() == 12 + body as usize {
                 break;
             }
-            reserve(&decoder, &mut buf, 0);
+            reserve(&decoder, &mut buf);
+            assert_eq!(buf.as_ptr(), at, "moved at {}", buf.len());
         }
-        assert_eq!(buf.capacity(), 12 + body as usize, "the last step reserves to the frame's end exactly");
-    }
-
-    /// Fills `buf` read by read (each read filling what is free, at most
-    /// `ring` bytes when set, as a shared ring gives) until its frame is
-    /// whole; how many times the buffer was replaced.
-    fn growths(body: u32, ring: Option<usize>) -> usize {
-        let decoder = Decoder::new(16 << 20);
-        let total = 12 + body as usize;
-        let mut buf = BytesMut::new();
-        let mut frame = header(body).to_vec();
-        frame.resize(total, 0);
-        let mut n = 0;
-        loop {
-            let ready = ring.map_or(0, |r| r.min(total - buf.len()));
-            let before = buf.as_ptr();
-            reserve(&decoder, &mut buf, ready);
-            n += usize::from(before != buf.as_ptr() && !buf.is_empty());
-            let take = (buf.capacity() - buf.len()).min(total - buf.len()).min(ring.unwrap_or(usize::MAX));
-            let at = buf.len();
-            buf.extend_from_slice(&frame[at..at + take]);
-            if buf.len() == total {
-                assert_eq!(buf.capacity(), total, "ends in a buffer of its size");
-                return n;
-            }
-        }
-    }
-
-    #[test]
-    fn a_1_mib_frame_is_not_copied_again_for_its_last_bytes() {
-        // Socket: 64 KiB, then 256 KiB, then the frame's end (not 1 MiB and
-        // then 12 bytes more).
-        assert_eq!(growths(1 << 20, None), 2);
-        // A 256 KiB ring: what waits in it counts, one growth.
-        assert_eq!(growths(1 << 20, Some(256 * 1024)), 1);
+        assert_eq!(buf.capacity(), 12 + body as usize);
     }
 
     #[test]
     fn small_frames_get_a_read_chunk() {
         let decoder = Decoder::new(16 << 20);
         let mut buf = header(100);
-        reserve(&decoder, &mut buf, 0);
+        reserve(&decoder, &mut buf);
         assert!(buf.capacity() - buf.len() >= 4096);
     }
 }

@@ -17,7 +17,9 @@
 //! peer's time slice; and after a few spins in a row that found nothing, it
 //! skips a growing number of waits before trying again. An idle connection
 //! therefore costs no CPU in either mode: it spins at most once after its
-//! last activity, then blocks.
+//! last activity, then blocks. The reader does not spin inside a large
+//! frame either (`reader.rs`): the rest of it comes in socket-sized
+//! pieces, each worth far more than a wake-up.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;

@@ -355,22 +355,30 @@ impl Writer {
     }
 }
 
-/// Writes from the front of `batch` until it is empty or `write` would
-/// block; consumed segments are removed, a partly written one is cut.
+/// Writes from the front of `batch` until it is empty or the socket is
+/// full: `write` would block, or took less than it was given (a
+/// non-blocking stream socket stops only when full, so asking again would
+/// only fail with `EAGAIN`). Consumed segments are removed, a partly
+/// written one is cut.
 fn write_some(batch: &mut Vec<Bytes>, mut write: impl FnMut(&[IoSlice<'_>]) -> io::Result<usize>) -> io::Result<usize> {
     let mut total = 0;
     while !batch.is_empty() {
         // On the stack: the hot path does not allocate per write.
         let mut slices = [IoSlice::new(&[]); MAX_IOV];
         let n = batch.len().min(MAX_IOV);
+        let mut offered = 0;
         for (s, b) in slices.iter_mut().zip(batch.iter()) {
             *s = IoSlice::new(b);
+            offered += b.len();
         }
         match write(&slices[..n]) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => {
                 total += n;
                 consume(batch, n);
+                if n < offered {
+                    break;
+                }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

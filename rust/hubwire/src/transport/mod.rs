@@ -86,14 +86,6 @@ pub trait Transport: Send + Sync + 'static {
         let _ = n;
     }
 
-    /// Bytes a read would find at once beyond what was read, if the
-    /// transport can tell without a system call (a shared ring,
-    /// [`shm::Ladder`]); 0 otherwise. The reader counts them as arrived
-    /// when it sizes a large frame's buffer, which saves growing it twice.
-    fn ready_bytes(&self) -> usize {
-        0
-    }
-
     /// Whether every write costs a message of its own (NATS, §13.4: one
     /// publish per write), so that the ITEMs a handler sends in a burst
     /// should leave in one write, even at the cost of handing the write to

@@ -171,10 +171,6 @@ impl Transport for Ladder {
         }
     }
 
-    fn ready_bytes(&self) -> usize {
-        self.ring(&self.read_ring).map_or(0, Link::readable)
-    }
-
     fn try_write(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         match self.ring(&self.write_ring) {
             None => self.socket.try_write(bufs),

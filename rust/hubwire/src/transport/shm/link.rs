@@ -323,14 +323,6 @@ impl Link {
         }
     }
 
-    /// Bytes published in the ring we read and not yet read (at most its
-    /// size, whatever the peer wrote in the counters).
-    pub fn readable(&self) -> usize {
-        let c = ctl(&self.seg, self.rx);
-        let avail = c.written.load(Ordering::Acquire).wrapping_sub(c.read.load(Ordering::Relaxed));
-        avail.min(self.seg.cap(self.rx) as u64) as usize
-    }
-
     /// Whether our writer is parked for room in the ring we write: the
     /// peer's reader will free it and signal `room_out`.
     pub fn write_waits(&self) -> bool {
