@@ -13,21 +13,17 @@ mod nats_common;
 use std::path::PathBuf;
 use std::process::Command;
 
-use hubwire_tests::nats_server::NatsServer;
+use hubwire_tests::nats_server::{self, NatsServer};
 use nats_common::{hub, wait_offered, NatsProvider};
 use serde_json::Value;
 
-/// The `nats` CLI: `$NATS_CLI`, else `<target>/tools/nats` (beside the
-/// `debug` folder this test's `hubwire` binary is in), else `nats` on PATH.
+/// The `nats` CLI: `$NATS_CLI`, else `nats` on PATH, else
+/// `<target>/tools/nats` (beside the `debug` folder this test's `hubwire`
+/// binary is in).
 fn cli() -> PathBuf {
-    if let Some(p) = std::env::var_os("NATS_CLI") {
-        return PathBuf::from(p);
-    }
-    let beside = PathBuf::from(common::HUB).parent().and_then(|d| d.parent()).map(|t| t.join("tools").join("nats"));
-    let on_path = std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|d| d.join("nats")).find(|p| p.is_file()));
-    beside
-        .filter(|p| p.is_file())
-        .or(on_path)
+    let beside: Vec<PathBuf> =
+        PathBuf::from(common::HUB).parent().and_then(|d| d.parent()).map(|t| t.join("tools").join("nats")).into_iter().collect();
+    nats_server::locate("NATS_CLI", "nats", &beside)
         .unwrap_or_else(|| panic!("the nats CLI was not found (rust/target/tools/nats, $NATS_CLI or PATH): run `make deps` to build it"))
 }
 

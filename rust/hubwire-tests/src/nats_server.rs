@@ -21,15 +21,18 @@ const START_DEADLINE: Duration = Duration::from_secs(15);
 /// Where `nats-server` is: `$NATS_SERVER`, else on `PATH`, else where the
 /// Debian package puts it (`/usr/sbin`, not on every user's `PATH`).
 pub fn binary() -> Result<PathBuf, String> {
-    if let Some(p) = std::env::var_os("NATS_SERVER") {
-        return Ok(PathBuf::from(p));
-    }
-    let on_path = std::env::var_os("PATH")
-        .map(|paths| std::env::split_paths(&paths).map(|d| d.join("nats-server")).find(|p| p.is_file()))
-        .unwrap_or_default();
-    on_path
-        .or_else(|| ["/usr/sbin/nats-server", "/usr/bin/nats-server"].map(PathBuf::from).into_iter().find(|p| p.is_file()))
+    locate("NATS_SERVER", "nats-server", &["/usr/sbin/nats-server".into(), "/usr/bin/nats-server".into()])
         .ok_or_else(|| "nats-server not found (on PATH, /usr/sbin or $NATS_SERVER): run `make deps` to install it".to_string())
+}
+
+/// Where a tool the NATS tests run is: the file `$var` names, else `name`
+/// on `PATH`, else the first of `also` that exists.
+pub fn locate(var: &str, name: &str, also: &[PathBuf]) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(var) {
+        return Some(PathBuf::from(p));
+    }
+    let on_path = std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file()));
+    on_path.or_else(|| also.iter().find(|p| p.is_file()).cloned())
 }
 
 /// Whether `nats-server` is installed (tests that need one say so and
