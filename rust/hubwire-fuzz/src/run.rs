@@ -123,7 +123,10 @@ pub fn run_one(t: &Target, input: &[u8]) -> Result<u64, String> {
     }
 }
 
-/// Fuzzes one target.
+/// Fuzzes one target. One run at a time per process: the allocation
+/// bound reads the process's counting allocator, and a panic's message
+/// the process's hook, so a run beside it on another thread is charged
+/// for that thread's allocations and panics.
 pub fn fuzz(t: &'static Target, opts: &Options) -> Report {
     let start = Instant::now();
     let (mut rng, mut corpus) = (Rng::new(opts.seed), Corpus::default());
