@@ -215,14 +215,17 @@ fn parallel<T: Target + ?Sized>(target: &T, clients: usize, budget: &Budget) -> 
         .into_iter()
         .map(|mut c| {
             let barrier = barrier.clone();
-            std::thread::spawn(move || -> io::Result<Vec<u32>> {
+            // The connection comes back with the latencies: closed before
+            // the last CPU sample, it would end the server's thread for it,
+            // and that thread's time would leave `/proc` with it.
+            std::thread::spawn(move || -> io::Result<(Vec<u32>, Box<dyn Client>)> {
                 let mut lat = Vec::with_capacity(1 << 14);
                 let warm = c.sequential(warm_end, u64::MAX, &mut lat);
                 lat.clear();
                 barrier.wait();
                 warm?;
                 c.sequential(Instant::now() + measure, max, &mut lat)?;
-                Ok(lat)
+                Ok((lat, c))
             })
         })
         .collect();
@@ -231,16 +234,21 @@ fn parallel<T: Target + ?Sized>(target: &T, clients: usize, budget: &Budget) -> 
     let cpu0 = cpu::total(&peers);
     let t0 = Instant::now();
     let mut all = Vec::new();
+    let mut open = Vec::new();
     let mut err = None;
     for t in threads {
         match t.join() {
-            Ok(Ok(lat)) => all.extend(lat),
+            Ok(Ok((lat, c))) => {
+                all.extend(lat);
+                open.push(c);
+            }
             Ok(Err(e)) => err = Some(e),
             Err(_) => err = Some(io::Error::other("a client thread panicked")),
         }
     }
     let elapsed = t0.elapsed();
     let cpu = cpu::total(&peers).saturating_sub(cpu0);
+    drop(open);
     if let Some(e) = err {
         return Err(e);
     }
