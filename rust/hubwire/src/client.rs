@@ -266,7 +266,7 @@ impl Connection {
         kind: Kind,
         input: &Payload,
         opts: &CallOptions,
-        stream: Option<tokio::sync::mpsc::UnboundedSender<engine::Event>>,
+        stream: Option<engine::InboxTx>,
         send_credit: Option<Arc<Semaphore>>,
         recv: Option<Arc<engine::RecvWindow>>,
     ) -> Result<Started, Error> {

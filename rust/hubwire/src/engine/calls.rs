@@ -8,10 +8,11 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::task::Waker;
 
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{oneshot, Semaphore};
 
 use super::backlog::Backlog;
 use super::credit::RecvWindow;
+use super::inbox::{inbox, Inbox, InboxTx};
 use super::slots::{Outcome, SlotRef, Slots};
 use crate::codec::Payload;
 use crate::context::CancelSignal;
@@ -30,15 +31,15 @@ pub(crate) enum Event {
 /// delivers, the window it spends, and the connection's [`Backlog`] its
 /// waiting items count in (`recv` and `Drop` are in `backlog.rs`).
 pub(crate) struct StreamIn {
-    pub(crate) rx: mpsc::UnboundedReceiver<Event>,
+    pub(crate) rx: Inbox,
     pub(crate) window: Arc<RecvWindow>,
     pub(crate) backlog: Arc<Backlog>,
 }
 
 impl StreamIn {
     /// A new stream: the half the reader sends to, and this half.
-    pub(crate) fn new(window: u32, backlog: Arc<Backlog>) -> (mpsc::UnboundedSender<Event>, StreamIn) {
-        let (tx, rx) = mpsc::unbounded_channel();
+    pub(crate) fn new(window: u32, backlog: Arc<Backlog>) -> (InboxTx, StreamIn) {
+        let (tx, rx) = inbox();
         (tx, StreamIn { rx, window: RecvWindow::new(window), backlog })
     }
 
@@ -56,13 +57,7 @@ impl Drop for StreamIn {
     fn drop(&mut self) {
         // No more sends succeed after `close`; the items already queued
         // leave the backlog with the stream.
-        self.rx.close();
-        let mut unread = 0;
-        while let Ok(e) = self.rx.try_recv() {
-            if matches!(e, Event::Item(_)) {
-                unread += 1;
-            }
-        }
+        let unread = self.rx.close().filter(|e| matches!(e, Event::Item(_))).count();
         if unread > 0 {
             self.backlog.taken(unread);
         }
@@ -71,7 +66,7 @@ impl Drop for StreamIn {
 
 /// Hands one ITEM to a stream (the half the reader sends to), counting it
 /// in the connection's backlog while it waits there.
-pub(crate) fn deliver(backlog: &Backlog, tx: &mpsc::UnboundedSender<Event>, payload: Payload) {
+pub(crate) fn deliver(backlog: &Backlog, tx: &InboxTx, payload: Payload) {
     // Counted before the send: the consumer may take it (and uncount it)
     // before `send` returns.
     backlog.added();
@@ -85,7 +80,7 @@ pub(crate) enum OutSink {
     /// unary and client_stream: the RESPONSE, into the call's slot.
     Once(SlotRef),
     /// server_stream and bidi: ITEMs, then the end.
-    Stream(mpsc::UnboundedSender<Event>),
+    Stream(InboxTx),
 }
 
 /// A call this side started.
@@ -105,7 +100,7 @@ pub(crate) struct OutCall {
 #[must_use]
 pub(crate) struct Settled {
     waker: Option<Waker>,
-    stream: Option<(mpsc::UnboundedSender<Event>, Outcome)>,
+    stream: Option<(InboxTx, Outcome)>,
     credit: Option<Arc<Semaphore>>,
 }
 
@@ -130,7 +125,7 @@ pub(crate) struct Served {
     /// may reuse its id once the call has ended (see `serve::finish`).
     pub(crate) cancel: Arc<CancelSignal>,
     /// The caller's ITEMs (client_stream, bidi); dropped on END.
-    pub(crate) items: Option<mpsc::UnboundedSender<Event>>,
+    pub(crate) items: Option<InboxTx>,
     pub(crate) recv: Option<Arc<RecvWindow>>,
     /// Credit for our ITEMs (server_stream, bidi).
     pub(crate) send_credit: Option<Arc<Semaphore>>,

@@ -12,12 +12,13 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use hubwire_frame::frame::{encode_item_head, encode_request_head, encode_response_head, request_body_len, response_body_len};
 use hubwire_frame::{Codec, Frame, Hello, Kind};
-use tokio::sync::{mpsc, watch, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::backlog::Backlog;
-use super::calls::{CallTable, Event, OutCall, OutSink};
+use super::calls::{CallTable, OutCall, OutSink};
 use super::credit::RecvWindow;
+use super::inbox::InboxTx;
 use super::slots::SlotRef;
 use super::wait::Kick;
 use super::writer::Writer;
@@ -213,7 +214,7 @@ impl Core {
         kind: Kind,
         input: &Payload,
         timeout: Option<Duration>,
-        stream: Option<mpsc::UnboundedSender<Event>>,
+        stream: Option<InboxTx>,
         send_credit: Option<Arc<Semaphore>>,
         recv: Option<Arc<RecvWindow>>,
     ) -> Result<Started, Error> {
