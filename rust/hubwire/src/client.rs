@@ -266,7 +266,7 @@ impl Connection {
         kind: Kind,
         input: &Payload,
         opts: &CallOptions,
-        stream: Option<engine::InboxTx>,
+        stream: Option<engine::InboxTx<engine::Event>>,
         send_credit: Option<Arc<Semaphore>>,
         recv: Option<Arc<engine::RecvWindow>>,
     ) -> Result<Started, Error> {

@@ -31,14 +31,14 @@ pub(crate) enum Event {
 /// delivers, the window it spends, and the connection's [`Backlog`] its
 /// waiting items count in (`recv` and `Drop` are in `backlog.rs`).
 pub(crate) struct StreamIn {
-    pub(crate) rx: Inbox,
+    pub(crate) rx: Inbox<Event>,
     pub(crate) window: Arc<RecvWindow>,
     pub(crate) backlog: Arc<Backlog>,
 }
 
 impl StreamIn {
     /// A new stream: the half the reader sends to, and this half.
-    pub(crate) fn new(window: u32, backlog: Arc<Backlog>) -> (InboxTx, StreamIn) {
+    pub(crate) fn new(window: u32, backlog: Arc<Backlog>) -> (InboxTx<Event>, StreamIn) {
         let (tx, rx) = inbox();
         (tx, StreamIn { rx, window: RecvWindow::new(window), backlog })
     }
@@ -66,7 +66,7 @@ impl Drop for StreamIn {
 
 /// Hands one ITEM to a stream (the half the reader sends to), counting it
 /// in the connection's backlog while it waits there.
-pub(crate) fn deliver(backlog: &Backlog, tx: &InboxTx, payload: Payload) {
+pub(crate) fn deliver(backlog: &Backlog, tx: &InboxTx<Event>, payload: Payload) {
     // Counted before the send: the consumer may take it (and uncount it)
     // before `send` returns.
     backlog.added();
@@ -80,7 +80,7 @@ pub(crate) enum OutSink {
     /// unary and client_stream: the RESPONSE, into the call's slot.
     Once(SlotRef),
     /// server_stream and bidi: ITEMs, then the end.
-    Stream(InboxTx),
+    Stream(InboxTx<Event>),
 }
 
 /// A call this side started.
@@ -100,7 +100,7 @@ pub(crate) struct OutCall {
 #[must_use]
 pub(crate) struct Settled {
     waker: Option<Waker>,
-    stream: Option<(InboxTx, Outcome)>,
+    stream: Option<(InboxTx<Event>, Outcome)>,
     credit: Option<Arc<Semaphore>>,
 }
 
@@ -125,7 +125,7 @@ pub(crate) struct Served {
     /// may reuse its id once the call has ended (see `serve::finish`).
     pub(crate) cancel: Arc<CancelSignal>,
     /// The caller's ITEMs (client_stream, bidi); dropped on END.
-    pub(crate) items: Option<InboxTx>,
+    pub(crate) items: Option<InboxTx<Event>>,
     pub(crate) recv: Option<Arc<RecvWindow>>,
     /// Credit for our ITEMs (server_stream, bidi).
     pub(crate) send_credit: Option<Arc<Semaphore>>,

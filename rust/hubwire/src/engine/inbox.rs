@@ -20,11 +20,8 @@ use std::future::poll_fn;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
-use super::calls::Event;
-
-#[derive(Default)]
-struct State {
-    queue: VecDeque<Event>,
+struct State<T> {
+    queue: VecDeque<T>,
     /// The receiver, parked on an empty queue.
     waker: Option<Waker>,
     /// The sender was dropped: once the queue is empty, the stream ends.
@@ -34,24 +31,25 @@ struct State {
 }
 
 /// The reader's half: hands events to the stream.
-pub(crate) struct InboxTx(Arc<Mutex<State>>);
+pub(crate) struct InboxTx<T>(Arc<Mutex<State<T>>>);
 
 /// The stream's half: takes its events in order.
-pub(crate) struct Inbox {
-    shared: Arc<Mutex<State>>,
+pub(crate) struct Inbox<T> {
+    shared: Arc<Mutex<State<T>>>,
     /// Events taken from the shared queue and not yet yielded.
-    mine: VecDeque<Event>,
+    mine: VecDeque<T>,
 }
 
 /// A new inbox: the sender and the receiver.
-pub(crate) fn inbox() -> (InboxTx, Inbox) {
-    let shared = Arc::new(Mutex::new(State::default()));
+pub(crate) fn inbox<T>() -> (InboxTx<T>, Inbox<T>) {
+    let state = State { queue: VecDeque::new(), waker: None, sender_gone: false, receiver_gone: false };
+    let shared = Arc::new(Mutex::new(state));
     (InboxTx(shared.clone()), Inbox { shared, mine: VecDeque::new() })
 }
 
-impl InboxTx {
+impl<T> InboxTx<T> {
     /// Queues `event`, or gives it back if the receiver is gone.
-    pub(crate) fn send(&self, event: Event) -> Result<(), Event> {
+    pub(crate) fn send(&self, event: T) -> Result<(), T> {
         let waker = {
             let mut s = self.0.lock().unwrap();
             if s.receiver_gone {
@@ -67,7 +65,7 @@ impl InboxTx {
     }
 }
 
-impl Drop for InboxTx {
+impl<T> Drop for InboxTx<T> {
     fn drop(&mut self) {
         let waker = {
             let mut s = self.0.lock().unwrap();
@@ -80,14 +78,14 @@ impl Drop for InboxTx {
     }
 }
 
-impl Inbox {
+impl<T> Inbox<T> {
     /// The next event, or `None` once the sender is gone and every event
     /// it sent has been taken.
-    pub(crate) async fn recv(&mut self) -> Option<Event> {
+    pub(crate) async fn recv(&mut self) -> Option<T> {
         poll_fn(|cx| self.poll_recv(cx)).await
     }
 
-    fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Event>> {
+    fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
         if let Some(e) = self.mine.pop_front() {
             return Poll::Ready(Some(e));
         }
@@ -108,7 +106,7 @@ impl Inbox {
     }
 
     /// Refuses further sends and returns every event not yet taken.
-    pub(crate) fn close(&mut self) -> impl Iterator<Item = Event> {
+    pub(crate) fn close(&mut self) -> impl Iterator<Item = T> {
         let rest = {
             let mut s = self.shared.lock().unwrap();
             s.receiver_gone = true;
@@ -122,17 +120,13 @@ impl Inbox {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::Payload;
 
-    fn item(b: &'static [u8]) -> Event {
-        Event::Item(Payload { codec: hubwire_frame::Codec::Raw, bytes: bytes::Bytes::from_static(b) })
+    fn item(b: &'static [u8]) -> Vec<u8> {
+        b.to_vec()
     }
 
-    fn bytes(e: Option<Event>) -> Vec<u8> {
-        match e {
-            Some(Event::Item(p)) => p.bytes.to_vec(),
-            _ => panic!("an item"),
-        }
+    fn bytes(e: Option<Vec<u8>>) -> Vec<u8> {
+        e.expect("an item")
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -16,7 +16,7 @@ use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::backlog::Backlog;
-use super::calls::{CallTable, OutCall, OutSink};
+use super::calls::{CallTable, Event, OutCall, OutSink};
 use super::credit::RecvWindow;
 use super::inbox::InboxTx;
 use super::slots::SlotRef;
@@ -214,7 +214,7 @@ impl Core {
         kind: Kind,
         input: &Payload,
         timeout: Option<Duration>,
-        stream: Option<InboxTx>,
+        stream: Option<InboxTx<Event>>,
         send_credit: Option<Arc<Semaphore>>,
         recv: Option<Arc<RecvWindow>>,
     ) -> Result<Started, Error> {
