@@ -2,7 +2,8 @@
 #
 # Everything Rust lives in one cargo workspace rooted at rust/ (it also
 # takes in examples/rust and bench/rust). With CI=true, cargo runs with
-# --locked, so a stale rust/Cargo.lock fails instead of being rewritten.
+# --locked, so a stale rust/Cargo.lock fails instead of being rewritten,
+# and without incremental compilation.
 
 .DEFAULT_GOAL := help
 SHELL := bash
@@ -12,6 +13,11 @@ SHELL := bash
 CARGO ?= cargo
 RUST_DIR := rust
 LOCKED := $(if $(filter true 1 yes,$(CI)),--locked,)
+# A CI run builds once from a clean clone: incremental state (gigabytes
+# under target/debug/incremental) would never be reused.
+ifneq ($(filter true 1 yes,$(CI)),)
+export CARGO_INCREMENTAL := 0
+endif
 # Where `cargo build` puts binaries (absolute, for `make run`).
 # (A relative CARGO_TARGET_DIR is relative to rust/, where cargo runs.)
 TARGET_DIR := $(abspath $(if $(CARGO_TARGET_DIR),$(if $(filter /%,$(CARGO_TARGET_DIR)),,$(RUST_DIR)/)$(CARGO_TARGET_DIR),$(RUST_DIR)/target))
