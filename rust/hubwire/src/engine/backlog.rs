@@ -33,9 +33,9 @@ impl Backlog {
         self.0.load(Ordering::Relaxed) > 0
     }
 
-    /// One item is about to be handed to a stream.
-    pub(crate) fn added(&self) {
-        self.0.fetch_add(1, Ordering::Relaxed);
+    /// `n` items are about to be handed to a stream.
+    pub(crate) fn added(&self, n: usize) {
+        self.0.fetch_add(n, Ordering::Relaxed);
     }
 
     /// `n` items left the backlog (taken, dropped unread, or never handed

@@ -64,14 +64,14 @@ impl Drop for StreamIn {
     }
 }
 
-/// Hands one ITEM to a stream (the half the reader sends to), counting it
-/// in the connection's backlog while it waits there.
-pub(crate) fn deliver(backlog: &Backlog, tx: &InboxTx<Event>, payload: Payload) {
-    // Counted before the send: the consumer may take it (and uncount it)
-    // before `send` returns.
-    backlog.added();
-    if tx.send(Event::Item(payload)).is_err() {
-        backlog.taken(1);
+/// Hands a run of ITEMs to a stream (the half the reader sends to) at
+/// once, counting them in the connection's backlog while they wait there.
+pub(crate) fn deliver(backlog: &Backlog, tx: &InboxTx<Event>, items: impl ExactSizeIterator<Item = Payload>) {
+    // Counted before the send: the consumer may take them (and uncount
+    // them) before `send_all` returns.
+    backlog.added(items.len());
+    if let Err(refused) = tx.send_all(items.map(Event::Item)) {
+        backlog.taken(refused);
     }
 }
 
@@ -297,8 +297,7 @@ mod tests {
     async fn stream_items_count_in_the_backlog_until_taken() {
         let b = Backlog::new();
         let (tx, mut s) = StreamIn::new(8, b.clone());
-        deliver(&b, &tx, item());
-        deliver(&b, &tx, item());
+        deliver(&b, &tx, [item(), item()].into_iter());
         assert!(b.pending());
         assert!(matches!(s.recv().await, Some(Event::Item(_))));
         assert!(b.pending(), "one still waits");
@@ -313,11 +312,10 @@ mod tests {
     async fn a_dropped_stream_takes_its_unread_items_out_of_the_backlog_and_refuses_more() {
         let b = Backlog::new();
         let (tx, s) = StreamIn::new(8, b.clone());
-        deliver(&b, &tx, item());
-        deliver(&b, &tx, item());
+        deliver(&b, &tx, [item(), item()].into_iter());
         drop(s);
         assert!(!b.pending());
-        deliver(&b, &tx, item());
+        deliver(&b, &tx, [item()].into_iter());
         assert!(!b.pending(), "an item for a stream that is gone is not counted");
     }
 

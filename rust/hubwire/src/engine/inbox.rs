@@ -65,6 +65,26 @@ impl<T> InboxTx<T> {
     }
 }
 
+impl<T> InboxTx<T> {
+    /// Queues every event of `events` under one lock, with at most one
+    /// wake-up; if the receiver is gone, sends nothing and returns how many
+    /// there were.
+    pub(crate) fn send_all(&self, events: impl ExactSizeIterator<Item = T>) -> Result<(), usize> {
+        let waker = {
+            let mut s = self.0.lock().unwrap();
+            if s.receiver_gone {
+                return Err(events.len());
+            }
+            s.queue.extend(events);
+            s.waker.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+        Ok(())
+    }
+}
+
 impl<T> Drop for InboxTx<T> {
     fn drop(&mut self) {
         let waker = {
@@ -154,6 +174,18 @@ mod tests {
         tokio::task::yield_now().await;
         drop(tx);
         assert_eq!(got.await.unwrap(), (b"x".to_vec(), true));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_run_sent_at_once_comes_in_order_after_what_was_queued_before() {
+        let (tx, mut rx) = inbox();
+        tx.send(item(b"a")).unwrap();
+        tx.send_all([item(b"b"), item(b"c")].into_iter()).unwrap();
+        for want in [b"a", b"b", b"c"] {
+            assert_eq!(bytes(rx.recv().await), want);
+        }
+        assert_eq!(rx.close().count(), 0);
+        assert_eq!(tx.send_all([item(b"d"), item(b"e")].into_iter()), Err(2), "a closed inbox counts what it refused");
     }
 
     #[test]

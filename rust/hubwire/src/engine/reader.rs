@@ -98,6 +98,7 @@ async fn read_frames(
 ) {
     let mut spinner = Spinner::new(wait);
     let mut delivered = false;
+    let mut run = ItemRun::new();
     let mut held: Option<Frame> = None;
     let reason: Result<String, FrameError> = loop {
         if let Some(frame) = held.take() {
@@ -117,7 +118,7 @@ async fn read_frames(
         // Answers produced while the frames of one read are dispatched
         // (handlers that finish at once) leave in one write.
         core.writer.cork();
-        let batch = dispatch_all(&core, service.as_ref(), &decoder, &mut buf, &mut delivered);
+        let batch = dispatch_all(&core, service.as_ref(), &decoder, &mut buf, &mut run, &mut delivered);
         core.writer.uncork();
         match batch {
             Err(e) => break Err(e),
@@ -163,9 +164,30 @@ fn dispatch_all(
     service: Option<&Arc<dyn Service>>,
     decoder: &Decoder,
     buf: &mut BytesMut,
+    run: &mut ItemRun,
     delivered: &mut bool,
 ) -> Result<Option<Frame>, FrameError> {
-    while let Some(frame) = decoder.decode(buf)? {
+    loop {
+        let frame = match decoder.decode(buf) {
+            Ok(Some(f)) => f,
+            Ok(None) => break,
+            Err(e) => {
+                // What came before the bad frame is delivered, as it would
+                // have been frame by frame.
+                run.flush(core)?;
+                return Err(e);
+            }
+        };
+        if let Frame::Item { call_id, codec, payload } = frame {
+            if call_id != run.id {
+                run.flush(core)?;
+                run.id = call_id;
+            }
+            run.items.push(Payload { codec, bytes: payload });
+            *delivered = true;
+            continue;
+        }
+        run.flush(core)?;
         if matches!(frame, Frame::Request { .. } | Frame::Ping { .. }) && core.writer.over_cap() {
             return Ok(Some(frame));
         }
@@ -175,7 +197,34 @@ fn dispatch_all(
             super::upgrade::after_marker(core, buf)?;
         }
     }
+    run.flush(core)?;
     Ok(None)
+}
+
+/// Consecutive ITEMs of one call from one read (a stream's burst), handed
+/// over together: one look-up in the call table, one lock of the stream's
+/// inbox and at most one wake-up for the run instead of one each. A frame
+/// of any other kind, or an ITEM of another call, flushes it first, so
+/// frames still take effect in the order they came. Its size is bounded by
+/// one read buffer's frames; the vector is kept between reads.
+struct ItemRun {
+    id: u32,
+    items: Vec<Payload>,
+}
+
+impl ItemRun {
+    fn new() -> ItemRun {
+        ItemRun { id: 0, items: Vec::new() }
+    }
+
+    fn flush(&mut self, core: &Arc<Core>) -> Result<(), FrameError> {
+        if self.items.is_empty() {
+            return Ok(());
+        }
+        let r = on_items(core, self.id, &mut self.items);
+        self.items.clear();
+        r
+    }
 }
 
 /// Our side found the peer's bytes bad: GOAWAY with the error, then close
@@ -288,6 +337,7 @@ fn dispatch(core: &Arc<Core>, service: Option<&Arc<dyn Service>>, frame: Frame) 
 fn route(core: &Arc<Core>, frame: Frame) -> Result<(), FrameError> {
     match frame {
         Frame::Request { .. } | Frame::Ping { .. } => unreachable!("handled by dispatch"),
+        Frame::Item { .. } => unreachable!("handled by dispatch_all, in runs"),
         Frame::Response { call_id, codec, code, message, payload } => {
             let payload = Payload { codec, bytes: payload };
             core.answer(
@@ -300,7 +350,6 @@ fn route(core: &Arc<Core>, frame: Frame) -> Result<(), FrameError> {
             );
             Ok(())
         }
-        Frame::Item { call_id, codec, payload } => on_item(core, call_id, Payload { codec, bytes: payload }),
         Frame::End { call_id } => {
             let mut st = core.calls.lock().unwrap();
             if let Some(s) = st.served.get_mut(&call_id) {
@@ -350,16 +399,21 @@ fn route(core: &Arc<Core>, frame: Frame) -> Result<(), FrameError> {
     }
 }
 
-fn on_item(core: &Arc<Core>, id: u32, payload: Payload) -> Result<(), FrameError> {
+/// Hands a run of ITEMs of call `id` to its stream, within the credit this
+/// side granted; `items` is left empty. An ITEM beyond the credit fails
+/// the call (`resource_exhausted`), after the ones within it.
+fn on_items(core: &Arc<Core>, id: u32, items: &mut Vec<Payload>) -> Result<(), FrameError> {
     let overrun = || Error::new(Code::ResourceExhausted, format!("call {id}: ITEM beyond the flow-control credit granted"));
+    let n = items.len() as u32;
     if core.ours(id) {
         let mut st = core.calls.lock().unwrap();
         let Some(call) = st.out.get(&id) else { return Ok(()) };
         let (OutSink::Stream(tx), Some(window)) = (&call.sink, &call.recv) else {
             return Err(FrameError::protocol(format!("ITEM for call {id}, which has no stream from the callee")));
         };
-        if window.on_item() {
-            deliver(&core.backlog, tx, payload);
+        let within = window.on_items(n);
+        deliver(&core.backlog, tx, items.drain(..within as usize));
+        if within == n {
             return Ok(());
         }
         let call = st.out.remove(&id).expect("present");
@@ -373,10 +427,11 @@ fn on_item(core: &Arc<Core>, id: u32, payload: Payload) -> Result<(), FrameError
         let Some(window) = &served.recv else {
             return Err(FrameError::protocol(format!("ITEM for call {id}, which takes no stream from the caller")));
         };
-        if window.on_item() {
-            if let Some(tx) = &served.items {
-                deliver(&core.backlog, tx, payload);
-            }
+        let within = window.on_items(n);
+        if let Some(tx) = &served.items {
+            deliver(&core.backlog, tx, items.drain(..within as usize));
+        }
+        if within == n {
             return Ok(());
         }
         let served: Served = st.served.remove(&id).expect("present");
