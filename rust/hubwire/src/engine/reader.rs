@@ -284,24 +284,21 @@ pub(crate) async fn linger(t: &dyn Transport) {
 async fn read_more(core: &Core, buf: &mut BytesMut, spinner: &mut Spinner, delivered: &mut bool, inside: bool) -> io::Result<usize> {
     let t = &*core.transport;
     loop {
-        if spinner.enabled() {
-            match t.try_read(buf) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                r => return r,
-            }
-            // After waking other tasks (a caller, a handler), do not spin:
-            // they need this worker. Wait below until one of them sends a
-            // request (the kick) or bytes arrive. The same while our writer
-            // waits for room in a shared ring, and inside a large frame
-            // (`inside`, see `read_frames`). Otherwise spin first.
-            if !std::mem::take(delivered) && !inside && !core.ring_write_waits() {
-                let got = spinner.spin(|| match t.try_read(buf) {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
-                    r => Some(r),
-                });
-                if let Some(r) = got {
-                    return r;
-                }
+        // After waking other tasks (a caller, a handler), do not spin: they
+        // need this worker. Wait below until one of them sends a request
+        // (the kick) or bytes arrive; `poll_read` reads at once what the
+        // reactor already saw, and after a short read it waits without the
+        // `recv` that would find nothing (one system call per wake-up, the
+        // same as efficient mode). The same while our writer waits for room
+        // in a shared ring, and inside a large frame (`inside`, see
+        // `read_frames`). Otherwise spin first.
+        if spinner.enabled() && !std::mem::take(delivered) && !inside && !core.ring_write_waits() {
+            let got = spinner.spin(|| match t.try_read(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
+                r => Some(r),
+            });
+            if let Some(r) = got {
+                return r;
             }
         }
         let r = poll_fn(|cx| {
