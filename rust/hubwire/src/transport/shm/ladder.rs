@@ -13,7 +13,7 @@
 use std::io::{self, IoSlice};
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 
 use bytes::BytesMut;
@@ -30,6 +30,10 @@ pub struct Ladder {
     /// A carrier (§11.4.3) has left for the frame being written to the
     /// ring, which has not gone yet: it must not leave twice.
     carrier_sent: AtomicBool,
+    /// Where the socket's bytes go once the ring carries the frames: only
+    /// carriers' bytes or the end of stream come there. Kept, so a reader
+    /// parking on the ring does not allocate each time.
+    scratch: Mutex<BytesMut>,
 }
 
 impl Ladder {
@@ -41,6 +45,7 @@ impl Ladder {
             read_ring: AtomicBool::new(false),
             write_ring: AtomicBool::new(false),
             carrier_sent: AtomicBool::new(false),
+            scratch: Mutex::new(BytesMut::with_capacity(16)),
         }
     }
 
@@ -152,7 +157,8 @@ impl Transport for Ladder {
                 return Poll::Ready(Ok(n));
             }
             // Liveness: the peer's end of the socket.
-            let mut scratch = BytesMut::with_capacity(16);
+            let mut scratch = self.scratch.lock().unwrap();
+            scratch.clear();
             match self.socket.poll_read(cx, &mut scratch) {
                 Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => {
                     // Closed or killed: what it published still counts.
