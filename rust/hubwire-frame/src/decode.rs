@@ -95,12 +95,14 @@ impl Decoder {
         if buf.len() < len {
             return Ok(None);
         }
-        // The header is read off the buffer, not split off it: one split
-        // per frame (the body's), not two, each a reference count taken.
+        // One split per frame, header and body together (a reference count
+        // taken once), then the header is stepped over in the frozen bytes,
+        // which only moves a pointer: cheaper than advancing the buffer
+        // past it first (`BytesMut::advance` keeps its own bookkeeping).
+        let mut body = buf.split_to(len).freeze();
         let mut header = [0u8; HEADER_LEN];
-        header.copy_from_slice(&buf[..HEADER_LEN]);
-        buf.advance(HEADER_LEN);
-        let body = buf.split_to(len - HEADER_LEN).freeze();
+        header.copy_from_slice(&body[..HEADER_LEN]);
+        body.advance(HEADER_LEN);
         parse_body(&header, body).map(Some)
     }
 
