@@ -147,37 +147,46 @@ impl<T: Message> ItemSink<T> {
             }
             return Err(e);
         }
-        // Credit in hand (the usual case: the receiver grants it back in
-        // batches) costs no future and no wait.
-        let permit = match self.credit.try_acquire() {
-            Ok(p) => Ok(p),
-            Err(TryAcquireError::Closed) => Err(()),
-            Err(TryAcquireError::NoPermits) => {
-                let acquire = self.credit.acquire();
-                let waited = match self.deadline {
-                    None => acquire.await,
-                    Some(d) => match tokio::time::timeout_at(d, acquire).await {
-                        Ok(p) => p,
-                        Err(_) => {
-                            // The call is over for the caller: tell the callee
-                            // (and its answer, which says the same).
-                            let e = Error::new(Code::DeadlineExceeded, "deadline exceeded while waiting for credit");
-                            if self.guard.is_some() {
-                                self.core.cancel_out(self.id, e.clone());
-                            }
-                            return Err(e);
-                        }
-                    },
-                };
-                waited.map_err(|_| ())
+        // Credit in hand and room in the write queue (the usual case: the
+        // receiver grants credit back in batches) cost no wait. The waits
+        // live in boxed futures of their own: inline, their timer and
+        // semaphore futures made this one 328 bytes instead of 136, moved
+        // in memory on every send (1.3 % of the instructions of a 16 B
+        // stream item, both sides, by callgrind).
+        match self.credit.try_acquire() {
+            Ok(p) if !self.core.writer.over_cap() => {
+                p.forget();
+                return self.core.send_item(self.id, codec, &bytes);
             }
-        };
-        match permit {
             Ok(p) => p.forget(),
-            Err(()) => return Err(Error::cancelled("the call has ended; no more items can be sent")),
+            Err(TryAcquireError::Closed) => return Err(ended()),
+            Err(TryAcquireError::NoPermits) => Box::pin(self.wait_credit()).await?,
         }
-        self.core.writer.ready().await;
+        if self.core.writer.over_cap() {
+            Box::pin(self.core.writer.ready()).await;
+        }
         self.core.send_item(self.id, codec, &bytes)
+    }
+
+    /// Waits for one credit (and takes it), within the call's deadline.
+    async fn wait_credit(&self) -> Result<(), Error> {
+        let acquire = self.credit.acquire();
+        let waited = match self.deadline {
+            None => acquire.await,
+            Some(d) => match tokio::time::timeout_at(d, acquire).await {
+                Ok(p) => p,
+                Err(_) => {
+                    // The call is over for the caller: tell the callee
+                    // (and its answer, which says the same).
+                    let e = Error::new(Code::DeadlineExceeded, "deadline exceeded while waiting for credit");
+                    if self.guard.is_some() {
+                        self.core.cancel_out(self.id, e.clone());
+                    }
+                    return Err(e);
+                }
+            },
+        };
+        waited.map(|p| p.forget()).map_err(|_| ended())
     }
 
     /// No more items: sends END (a caller's inputs; a handler's outputs
@@ -198,6 +207,11 @@ impl<T: Message> ItemSink<T> {
             Code::Defect
         }
     }
+}
+
+/// Sending on a stream whose call has ended.
+fn ended() -> Error {
+    Error::cancelled("the call has ended; no more items can be sent")
 }
 
 impl Incoming {
