@@ -266,7 +266,7 @@ pub fn describe(f: &Frame) -> (Map<String, Value>, Option<(Bytes, Codec)>) {
             m.insert("kind".into(), kind.name().into());
             m.insert("codec".into(), codec.name().into());
             m.insert("timeout_ms".into(), json!(timeout_ms));
-            m.insert("method".into(), json!(method));
+            m.insert("method".into(), json!(method.as_str()));
             payload = Some((p.clone(), *codec));
         }
         Frame::Response { call_id, codec, code, message, payload: p } => {

@@ -11,7 +11,7 @@ use bytes::{Buf, Bytes, BytesMut};
 
 use crate::direct::{self, DirectOffer};
 use crate::frame::{Codec, FrameType, Kind, DEFAULT_MAX_FRAME, HEADER_LEN, VERSION};
-use crate::{Code, Frame, FrameError, Hello};
+use crate::{Code, Frame, FrameError, Hello, Name};
 
 /// Turns a byte stream into frames. Holds only the limits; the caller owns
 /// the buffer.
@@ -146,8 +146,7 @@ fn parse_body(h: &[u8], mut body: Bytes) -> Result<Frame, FrameError> {
                     body.len()
                 )));
             }
-            let method = utf8(&body[..mlen], "method name")?;
-            body.advance(mlen);
+            let method = Name::from_utf8(body.split_to(mlen)).map_err(|_| not_utf8("method name"))?;
             let kind = Kind::from_bits(flags);
             if kind.streams_in() && !body.is_empty() {
                 return Err(FrameError::protocol(format!("{} Request must have an empty payload, got {} bytes", kind.name(), body.len())));
@@ -231,5 +230,9 @@ fn status(body: &mut Bytes, ty: FrameType) -> Result<(Code, String), FrameError>
 /// A UTF-8 string copied out of the frame (the slice is not split off the
 /// body's `Bytes`: that would take a reference count only to drop it).
 fn utf8(b: &[u8], what: &str) -> Result<String, FrameError> {
-    std::str::from_utf8(b).map(str::to_owned).map_err(|_| FrameError::protocol(format!("{what} is not valid UTF-8")))
+    std::str::from_utf8(b).map(str::to_owned).map_err(|_| not_utf8(what))
+}
+
+fn not_utf8(what: &str) -> FrameError {
+    FrameError::protocol(format!("{what} is not valid UTF-8"))
 }

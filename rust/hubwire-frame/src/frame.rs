@@ -18,7 +18,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::direct::{AcceptBody, DirectOffer};
-use crate::{Code, Hello};
+use crate::{Code, Hello, Name};
 
 /// Length of the fixed frame header.
 pub const HEADER_LEN: usize = 12;
@@ -208,7 +208,7 @@ pub enum Frame {
         /// Milliseconds from receipt; 0 = no deadline.
         timeout_ms: u32,
         /// The method name (1–255 bytes of UTF-8).
-        method: String,
+        method: Name,
         /// The input (empty for client_stream and bidi).
         payload: Bytes,
     },

@@ -10,6 +10,7 @@
 //! * [`decode`] — [`Decoder`]: a cheap completeness check on the 12-byte
 //!   header, then a strict parse of the body.
 //! * [`hello`] — the handshake body ([`Hello`]) and version negotiation.
+//! * [`name`] — [`Name`], a REQUEST's method name, shared with its frame.
 //! * [`error`] — [`FrameError`], the one error type of this layer.
 
 pub mod codes;
@@ -18,6 +19,7 @@ pub mod direct;
 pub mod error;
 pub mod frame;
 pub mod hello;
+pub mod name;
 
 pub use codes::Code;
 pub use decode::Decoder;
@@ -25,3 +27,4 @@ pub use direct::{AcceptBody, DirectOffer, Via};
 pub use error::FrameError;
 pub use frame::{id_after, Codec, Frame, FrameType, Kind, DEFAULT_MAX_FRAME, HEADER_LEN, VERSION};
 pub use hello::{negotiate, Hello, MethodInfo, PeerInfo, Token, HELLO_LIMIT};
+pub use name::Name;

@@ -134,7 +134,7 @@ fn frame_from_json(f: &Value) -> Frame {
             kind: kind_named(str_of(f, "kind")),
             codec: codec_named(str_of(f, "codec")),
             timeout_ms: u32_of(f, "timeout_ms"),
-            method: str_of(f, "method").to_owned(),
+            method: str_of(f, "method").into(),
             payload: payload(),
         },
         "response" => Frame::Response {
@@ -167,7 +167,7 @@ fn frame_to_json(f: &Frame) -> Value {
         Frame::Hello(h) => json!({"type": "hello", "body": serde_json::to_value(h).expect("hello to json")}),
         Frame::Request { call_id, kind, codec, timeout_ms, method, payload } => json!({
             "type": "request", "call_id": call_id, "kind": kind.name(), "codec": codec.name(),
-            "timeout_ms": timeout_ms, "method": method, "payload_hex": hex::encode(payload),
+            "timeout_ms": timeout_ms, "method": method.as_str(), "payload_hex": hex::encode(payload),
         }),
         Frame::Response { call_id, codec, code, message, payload } => json!({
             "type": "response", "call_id": call_id, "codec": codec.name(), "code": code.name(),

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use hubwire_frame::{FrameError, Hello, Kind, MethodInfo};
+use hubwire_frame::{FrameError, Hello, Kind, MethodInfo, Name};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
@@ -58,7 +58,7 @@ pub trait Service: Send + Sync + 'static {
 /// One call handed to a [`Service`]: what was asked, and the halves of its
 /// streams.
 pub struct Incoming {
-    pub(crate) method: String,
+    pub(crate) method: Name,
     pub(crate) id: u32,
     pub(crate) kind: Kind,
     pub(crate) input: Payload,
@@ -109,7 +109,7 @@ pub(crate) fn on_request(
     id: u32,
     kind: Kind,
     timeout_ms: u32,
-    method: String,
+    method: Name,
     input: Payload,
 ) -> Result<bool, FrameError> {
     if core.ours(id) {
