@@ -13,7 +13,7 @@ use std::ops::Deref;
 use bytes::Bytes;
 
 /// A method name: UTF-8, shared with the frame it was decoded from.
-#[derive(Clone, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Name(Bytes);
 
 impl Name {

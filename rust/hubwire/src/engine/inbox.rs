@@ -48,24 +48,11 @@ pub(crate) fn inbox<T>() -> (InboxTx<T>, Inbox<T>) {
 }
 
 impl<T> InboxTx<T> {
-    /// Queues `event`, or gives it back if the receiver is gone.
-    pub(crate) fn send(&self, event: T) -> Result<(), T> {
-        let waker = {
-            let mut s = self.0.lock().unwrap();
-            if s.receiver_gone {
-                return Err(event);
-            }
-            s.queue.push_back(event);
-            s.waker.take()
-        };
-        if let Some(w) = waker {
-            w.wake();
-        }
-        Ok(())
+    /// Queues `event`; `Err` if the receiver is gone.
+    pub(crate) fn send(&self, event: T) -> Result<(), usize> {
+        self.send_all(std::iter::once(event))
     }
-}
 
-impl<T> InboxTx<T> {
     /// Queues every event of `events` under one lock, with at most one
     /// wake-up; if the receiver is gone, sends nothing and returns how many
     /// there were.
