@@ -67,15 +67,26 @@ pub async fn cluster(conn: &Connection) -> Cluster {
 }
 
 /// Waits (up to 20 s) until `n` replicas offering `method` answer
-/// discovery through `conn`'s hub.
+/// discovery through `conn`'s hub, and two discoveries in a row (each
+/// waits the discovery timeout) see the same replicas. A hub whose local
+/// methods change offers the new set as a new replica before it stops the
+/// old one, so for a moment it answers twice; the second look is after
+/// that moment.
 pub async fn wait_offered(conn: &Connection, method: &str, n: usize) -> Cluster {
     let deadline = Instant::now() + Duration::from_secs(20);
+    let ids = |c: &Cluster| c.replicas.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
+    let mut last: Option<Vec<String>> = None;
     loop {
         let c = cluster(conn).await;
         if c.replicas.iter().filter(|r| r.methods.contains_key(method)).count() >= n {
-            return c;
+            if last.as_ref() == Some(&ids(&c)) {
+                return c;
+            }
+            last = Some(ids(&c));
+        } else {
+            last = None;
         }
-        assert!(Instant::now() < deadline, "{n} replicas of {method:?} not offered within 20 s: {c:?}");
+        assert!(Instant::now() < deadline, "{n} replicas of {method:?} not offered (and settled) within 20 s: {c:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
