@@ -336,9 +336,20 @@ fn write_readme(readme: &Path, res: &Results, scenarios: &[Scenario], out: &Path
 /// across transports too (their question is what the upgrade adds to a
 /// Unix socket's connect, so `unix` and `shm` take turns); every other job
 /// (parallel, grpc-go) alone. Groups come in the order of their first job.
+///
+/// Shared memory is reached by upgrading a Unix socket, and its targets
+/// are ratios to the Unix rows of the same run (hubwire on shm against
+/// hubwire on Unix, against the Unix floors), so `shm` rows take turns
+/// with the `unix` rows of their scenario, payload and mode: measured
+/// minutes apart, those ratios moved by a third between two runs
+/// (efficient one call, 0.91× and 1.27×) on load alone.
 fn comparisons(jobs: &[Job]) -> Vec<Vec<usize>> {
     fn place(j: &Job) -> Option<Transport> {
-        (j.mode != Mode::Connect).then_some(j.transport)
+        match j.transport {
+            _ if j.mode == Mode::Connect => None,
+            Transport::Shm => Some(Transport::Unix),
+            t => Some(t),
+        }
     }
     // grpc-go runs its own loop in its own process: it cannot take turns.
     let here = |j: &Job| {
@@ -423,7 +434,11 @@ mod tests {
         assert_eq!(seen, (0..jobs.len()).collect::<Vec<_>>(), "every job in exactly one group");
         for g in &groups {
             fn alike(b: &Job) -> (&str, &str, Encoding, Option<Transport>, Mode) {
-                (&b.scenario, &b.payload.name, b.encoding, (b.mode != Mode::Connect).then_some(b.transport), b.mode)
+                let place = match b.transport {
+                    Transport::Shm => Transport::Unix,
+                    t => t,
+                };
+                (&b.scenario, &b.payload.name, b.encoding, (b.mode != Mode::Connect).then_some(place), b.mode)
             }
             assert!(g.iter().all(|&i| alike(&jobs[i]) == alike(&jobs[g[0]])));
             if g.iter().any(|&i| jobs[i].system.name().starts_with("grpc-go")) {
@@ -465,6 +480,20 @@ mod tests {
         let (jobs, groups) = grouped(&["rtt"]);
         let names = systems_beside(&jobs, &groups, |j| j.key() == "rtt/floor-blocking/unix/small/raw/sequential");
         assert!(names.contains(&"hubwire-efficient") && names.contains(&"tonic-stream") && !names.contains(&"grpc-go-unary"), "{names:?}");
+    }
+
+    #[test]
+    fn comparisons_put_shared_memory_beside_the_unix_socket_it_upgrades() {
+        let (jobs, groups) = grouped(&["rtt", "pipelined", "bulk"]);
+        for (key, other) in [
+            ("rtt/hubwire-efficient/shm/small/raw/sequential", "rtt/hubwire-efficient/unix/small/raw/sequential"),
+            ("bulk/hubwire-efficient/shm/m1/raw/window4", "bulk/floor-blocking/unix/m1/raw/window4"),
+        ] {
+            let g = groups.iter().find(|g| g.iter().any(|&i| jobs[i].key() == key)).expect("a group");
+            assert!(g.iter().any(|&i| jobs[i].key() == other), "{other} beside {key}");
+        }
+        let tcp = groups.iter().find(|g| g.iter().any(|&i| jobs[i].transport == Transport::Tcp)).unwrap();
+        assert!(tcp.iter().all(|&i| jobs[i].transport == Transport::Tcp), "TCP stays on its own");
     }
 
     #[test]
