@@ -83,11 +83,29 @@ def test_interrupting_a_waiting_thread_cancels_its_call() -> None:
     import signal
 
     conn, _pair = testing.blocking_pair(bp.provider(), None, bp.options())
-    timer = threading.Timer(0.1, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        conn.call("sleep", bp.Tagged(token="ki", n=60_000))  # the main thread leads: Ctrl-C lands in the loop
-    timer.join()
+    interrupted = threading.Event()
+
+    def ctrl_c() -> None:
+        # Pressed once the handler runs: the call is in flight and the main
+        # thread leads the loop.
+        while bp.cancelled.get("ki") is None:
+            if interrupted.wait(0.01):
+                return
+        os.kill(os.getpid(), signal.SIGINT)
+
+    # Python leaves SIGINT ignored when it started ignoring it, as a
+    # command a non-interactive shell runs in the background does
+    # (`make test &`): Ctrl-C's handler is put in place for this test.
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    presser = threading.Thread(target=ctrl_c)
+    presser.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            conn.call("sleep", bp.Tagged(token="ki", n=60_000))  # the main thread leads: Ctrl-C lands in the loop
+    finally:
+        interrupted.set()
+        presser.join()
+        signal.signal(signal.SIGINT, before)
     assert any(conn.call("was_cancelled", "ki") is True for _ in range(1000)), "the handler never saw the CANCEL"
     assert conn.call("add", [1, 2]) == 3  # the connection goes on
     conn.close()
