@@ -335,22 +335,21 @@ impl Link {
     }
 }
 
-/// Waits for `fd` to be signalled and clears it; `Ready` once it was.
+/// Waits for `fd` to be signalled; `Ready` once it was. The counter is
+/// left as it is: the reactor's epoll is edge-triggered, and every write
+/// to an eventfd is a new edge whatever its counter holds, so clearing the
+/// cached readiness is enough for the next signal to wake us again, and
+/// the `read` that would zero the counter is one system call per wake-up
+/// saved (`spec/PROTOCOL.md` §11.4.1 lets a side that waits so skip it).
+/// The counter grows by one per signal, and a signal is sent only to a
+/// parked side (at most one per write made while it is parked): its
+/// limit, 2^64 − 2, is out of reach.
 fn park(fd: &AsyncFd<OwnedFd>, cx: &mut Context<'_>) -> Poll<()> {
-    loop {
-        let mut guard = ready!(fd.poll_read_ready(cx)).expect("eventfd readiness");
-        match guard.try_io(|inner| drain(inner.get_ref())) {
-            Ok(_) => {
-                // A non-semaphore eventfd reads as 0 once read: readiness is
-                // gone (unless a signal came since, which tokio keeps), and
-                // the next park need not read it again to learn so.
-                guard.clear_ready();
-                return Poll::Ready(());
-            }
-            // Counter was 0: readiness cleared, poll again to register.
-            Err(_would_block) => continue,
-        }
-    }
+    let mut guard = ready!(fd.poll_read_ready(cx)).expect("eventfd readiness");
+    // Cleared only if no newer edge came since this guard's: tokio
+    // compares the event's tick, so a signal sent meanwhile is kept.
+    guard.clear_ready();
+    Poll::Ready(())
 }
 
 #[cfg(test)]
@@ -420,6 +419,22 @@ mod tests {
         std::future::poll_fn(|cx| a.poll_readable(cx)).await;
         assert_eq!(a.try_read(&mut buf).unwrap(), Some(1));
         assert_eq!(ctl(&a.seg, 0).reader_waiting.load(Ordering::SeqCst), 0, "cleared once bytes are found");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_reader_parks_and_is_woken_again_and_again_with_the_counter_left_as_it_is() {
+        let (d, a) = pair(4096);
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut buf = BytesMut::with_capacity(64);
+        for round in 0..3u8 {
+            assert!(a.poll_readable(&mut cx).is_pending(), "round {round}: nothing yet, and no stale wake-up");
+            d.try_write(&[IoSlice::new(&[round])]).unwrap();
+            let woke = tokio::time::timeout(std::time::Duration::from_secs(5), std::future::poll_fn(|cx| a.poll_readable(cx)));
+            woke.await.unwrap_or_else(|_| panic!("round {round}: the signal was lost"));
+            buf.clear();
+            assert_eq!(a.try_read(&mut buf).unwrap(), Some(1));
+            assert_eq!(buf[0], round);
+        }
     }
 
     #[tokio::test(flavor = "current_thread")]
