@@ -344,13 +344,6 @@ fn write_readme(readme: &Path, res: &Results, scenarios: &[Scenario], out: &Path
 /// minutes apart, those ratios moved by a third between two runs
 /// (efficient one call, 0.91× and 1.27×) on load alone.
 fn comparisons(jobs: &[Job]) -> Vec<Vec<usize>> {
-    fn place(j: &Job) -> Option<Transport> {
-        match j.transport {
-            _ if j.mode == Mode::Connect => None,
-            Transport::Shm => Some(Transport::Unix),
-            t => Some(t),
-        }
-    }
     // grpc-go runs its own loop in its own process: it cannot take turns.
     let here = |j: &Job| {
         matches!(j.mode, Mode::Sequential | Mode::Pipelined { .. } | Mode::Connect)
@@ -366,6 +359,16 @@ fn comparisons(jobs: &[Job]) -> Vec<Vec<usize>> {
         }
     }
     groups
+}
+
+/// Where a job's comparison takes turns: its transport (`shm` with
+/// `unix`), or anywhere for a connect job (see [`comparisons`]).
+fn place(j: &Job) -> Option<Transport> {
+    match j.transport {
+        _ if j.mode == Mode::Connect => None,
+        Transport::Shm => Some(Transport::Unix),
+        t => Some(t),
+    }
 }
 
 /// The smoke test's verdict: each expected row present, with calls, a
@@ -422,7 +425,7 @@ mod tests {
 
     /// The jobs of `names` (scenarios) and their comparisons, checked for
     /// what holds of every grouping: each job in exactly one group, a
-    /// group's jobs alike in scenario, payload, encoding, transport and
+    /// group's jobs alike in scenario, payload, encoding, place ([`place`]) and
     /// mode, and grpc-go (which times itself) always alone.
     fn grouped(names: &[&str]) -> (Vec<Job>, Vec<Vec<usize>>) {
         let (scenarios, payloads) = scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios")).unwrap();
@@ -434,11 +437,7 @@ mod tests {
         assert_eq!(seen, (0..jobs.len()).collect::<Vec<_>>(), "every job in exactly one group");
         for g in &groups {
             fn alike(b: &Job) -> (&str, &str, Encoding, Option<Transport>, Mode) {
-                let place = match b.transport {
-                    Transport::Shm => Transport::Unix,
-                    t => t,
-                };
-                (&b.scenario, &b.payload.name, b.encoding, (b.mode != Mode::Connect).then_some(place), b.mode)
+                (&b.scenario, &b.payload.name, b.encoding, place(b), b.mode)
             }
             assert!(g.iter().all(|&i| alike(&jobs[i]) == alike(&jobs[g[0]])));
             if g.iter().any(|&i| jobs[i].system.name().starts_with("grpc-go")) {
