@@ -30,7 +30,7 @@
 use std::collections::VecDeque;
 use std::io::{self, IoSlice};
 use std::os::fd::BorrowedFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
@@ -52,6 +52,9 @@ struct Queue {
     /// Set while the reader dispatches a batch: no inline flush.
     corked: bool,
     closed: Option<String>,
+    /// The segment list an inline flush takes its batch into, kept between
+    /// flushes: no allocation per write.
+    spare: Vec<Bytes>,
 }
 
 impl Queue {
@@ -72,6 +75,9 @@ pub(crate) struct Writer {
     stalled: Arc<Notify>,
     /// Wakes senders waiting below the cap, and `flushed`.
     drained: Notify,
+    /// Tasks waiting on `drained` ([`Writer::waiting`]): a flush that ends
+    /// with nobody waiting skips `notify_waiters`, which takes a lock.
+    waiters: AtomicUsize,
     /// Queued bytes above which senders wait and the reader pauses.
     cap: usize,
     /// Whether more than `cap` is queued (and the writer is open), kept
@@ -91,6 +97,7 @@ impl Writer {
             transport,
             stalled: Arc::new(Notify::new()),
             drained: Notify::new(),
+            waiters: AtomicUsize::new(0),
         });
         tokio::spawn(background_flush(Arc::downgrade(&w), w.stalled.clone()));
         w
@@ -124,6 +131,7 @@ impl Writer {
     /// it dispatches (the writer may be corked). Fails when the connection
     /// is closed or the write fails (which closes the writer).
     pub(crate) async fn push_alone(&self, frame: &[u8], fds: &[BorrowedFd<'_>], after: impl FnOnce()) -> Result<(), String> {
+        let _waiting = self.waiting();
         loop {
             let notified = self.drained.notified();
             {
@@ -164,6 +172,7 @@ impl Writer {
         while off < frame.len() {
             let bufs = [IoSlice::new(&frame[off..])];
             let fds = if off == 0 { fds } else { &[] };
+            let _waiting = self.waiting();
             let closed = self.drained.notified();
             if let Some(reason) = &self.q.lock().unwrap().closed {
                 return Err(reason.clone());
@@ -251,6 +260,7 @@ impl Writer {
         if !self.over_cap() {
             return;
         }
+        let _waiting = self.waiting();
         loop {
             let notified = self.drained.notified();
             {
@@ -266,6 +276,7 @@ impl Writer {
     /// Waits until everything queued so far has been handed to the kernel
     /// (or the writer is closed).
     pub(crate) async fn flushed(&self) {
+        let _waiting = self.waiting();
         loop {
             let notified = self.drained.notified();
             {
@@ -293,30 +304,55 @@ impl Writer {
         self.stalled.notify_one();
     }
 
-    /// Takes up to `MAX_IOV` segments off the queue; `None` (and flushing
-    /// cleared) when it is empty.
-    fn take_batch(&self, batch: &mut Vec<Bytes>) -> bool {
+    /// Counts a task as waiting on `drained` until the guard is dropped;
+    /// taken before the task looks at the queue.
+    fn waiting(&self) -> Waiting<'_> {
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        Waiting(&self.waiters)
+    }
+
+    /// Wakes the tasks waiting on `drained`, if there are any. Called
+    /// after the change they wait for, made under the queue's lock: a
+    /// waiter counted itself before it looked, so either it saw the change
+    /// or this sees it.
+    fn notify_drained(&self) {
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            self.drained.notify_waiters();
+        }
+    }
+
+    /// Marks the `wrote` bytes of the last batch as written, then takes up
+    /// to `MAX_IOV` segments off the queue into `batch`; false (and
+    /// flushing cleared) when it is empty. One lock for both.
+    fn take_batch(&self, batch: &mut Vec<Bytes>, wrote: usize) -> bool {
         let mut q = self.q.lock().unwrap();
+        if batch.capacity() == 0 {
+            std::mem::swap(batch, &mut q.spare);
+        }
+        let was_high = q.queued > self.cap;
+        q.queued = q.queued.saturating_sub(wrote);
         q.seal_head();
         if q.segs.is_empty() || q.closed.is_some() {
             q.flushing = false;
             q.queued = 0;
             self.mark(&q);
+            if q.spare.capacity() == 0 {
+                batch.clear();
+                std::mem::swap(batch, &mut q.spare);
+            }
             drop(q);
-            self.drained.notify_waiters();
+            self.notify_drained();
             return false;
         }
+        self.mark(&q);
         let n = q.segs.len().min(MAX_IOV);
         batch.extend(q.segs.drain(..n));
-        true
-    }
-
-    /// Puts an unwritten remainder back at the front of the queue.
-    fn put_back(&self, batch: &mut Vec<Bytes>) {
-        let mut q = self.q.lock().unwrap();
-        for b in batch.drain(..).rev() {
-            q.segs.push_front(b);
+        let below = was_high && q.queued <= self.cap;
+        drop(q);
+        if below {
+            self.notify_drained();
         }
+        true
     }
 
     /// Marks `n` bytes as written, waking senders held back by the cap
@@ -328,20 +364,32 @@ impl Writer {
         self.mark(&q);
         if was_high && q.queued <= self.cap {
             drop(q);
-            self.drained.notify_waiters();
+            self.notify_drained();
         }
     }
 
+    /// Puts an unwritten remainder back at the front of the queue, the
+    /// `wrote` bytes before it counted as written.
+    fn put_back(&self, batch: &mut Vec<Bytes>, wrote: usize) {
+        let mut q = self.q.lock().unwrap();
+        for b in batch.drain(..).rev() {
+            q.segs.push_front(b);
+        }
+        drop(q);
+        self.written(wrote);
+    }
+
     fn flush_inline(&self) {
-        let mut batch = Vec::with_capacity(8);
-        while self.take_batch(&mut batch) {
+        let mut batch = Vec::new();
+        let mut wrote = 0;
+        while self.take_batch(&mut batch, wrote) {
             match write_some(&mut batch, |s| self.transport.try_write(s)) {
                 Ok(n) => {
-                    self.written(n);
+                    wrote = n;
                     if !batch.is_empty() {
                         // The socket is full: hand the rest to the
                         // background flusher, which can wait.
-                        self.put_back(&mut batch);
+                        self.put_back(&mut batch, n);
                         self.stalled.notify_one();
                         return;
                     }
@@ -352,6 +400,15 @@ impl Writer {
                 }
             }
         }
+    }
+}
+
+/// A task counted in [`Writer::waiters`].
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -417,11 +474,12 @@ async fn background_flush(w: std::sync::Weak<Writer>, stalled: Arc<Notify>) {
             return;
         }
         let mut batch = Vec::new();
-        while writer.take_batch(&mut batch) {
+        while writer.take_batch(&mut batch, 0) {
             while !batch.is_empty() {
                 let slices: Vec<IoSlice<'_>> = batch.iter().map(|b| IoSlice::new(b)).collect();
                 // Also wakes when the writer is closed: the connection's
                 // end may release the socket, and its readiness with it.
+                let _waiting = writer.waiting();
                 let r = loop {
                     let closed = writer.drained.notified();
                     if writer.q.lock().unwrap().closed.is_some() {
