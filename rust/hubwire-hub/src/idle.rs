@@ -122,6 +122,10 @@ impl Transport for Watched {
         self.inner.batches_items()
     }
 
+    fn rearm_read(&self) -> bool {
+        self.inner.rearm_read()
+    }
+
     fn passes_fds(&self) -> bool {
         self.inner.passes_fds()
     }

@@ -161,13 +161,23 @@ impl Connection {
     async fn call_payload_on(&self, method: &str, input: Payload, opts: &CallOptions) -> Result<Payload, Error> {
         let core = self.core();
         let call = core.begin(method, Kind::Unary, &input, opts.timeout, None, None, None).await?;
+        let slot = call.slot.expect("a unary call answers once");
         // `begin` registered this task's waker in the slot, in this poll.
-        let mut answer = Answer::new(&**core, call.slot.expect("a unary call answers once"), true);
+        let mut answer = Answer::new(core, slot, true);
         // A unary call has one handle, this future: it needs no shared
         // guard (an allocation and a Connection clone per call), and once
         // the answer is in, the reader has already taken the call out of
         // the table, so there is nothing to cancel (no second lock).
         let mut pending = Pending { core, id: call.id, answered: false };
+        if call.alone {
+            if call.sequential && core.low_latency {
+                // One call after the other, low-latency: read the answer on
+                // this task if the reader is free (`engine/read_state.rs`).
+                answer.read_own_first();
+            } else {
+                core.kick();
+            }
+        }
         let r = wait_for(&mut answer, call.deadline).await;
         // Only a local deadline leaves the call in the table (a peer's
         // `deadline_exceeded` took it out too: cancelling it is a no-op).
@@ -271,6 +281,9 @@ impl Connection {
         recv: Option<Arc<engine::RecvWindow>>,
     ) -> Result<Started, Error> {
         let call = self.core().begin(method, kind, input, opts.timeout, stream, send_credit, recv).await?;
+        if call.alone {
+            self.core().kick();
+        }
         let guard = Arc::new(CallGuard { conn: self.clone(), id: call.id });
         Ok(Started { guard, call })
     }
@@ -288,7 +301,7 @@ async fn wait(rx: &mut Answer<Arc<Core>>, s: &Started) -> Result<Payload, Error>
 
 /// Waits for the outcome in `rx` until `deadline`. Every path that takes
 /// a call out of the table delivers an outcome to it (`CallTable::settle`).
-async fn wait_for<P: std::ops::Deref<Target = Core>>(rx: &mut Answer<P>, deadline: Option<Instant>) -> Result<Payload, Error> {
+async fn wait_for<P: std::borrow::Borrow<Arc<Core>>>(rx: &mut Answer<P>, deadline: Option<Instant>) -> Result<Payload, Error> {
     match deadline {
         None => rx.recv().await,
         Some(d) => match tokio::time::timeout_at(d, rx.recv()).await {

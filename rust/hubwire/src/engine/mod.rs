@@ -9,6 +9,7 @@
 //! | `state` | [`Core`]: one connection's shared state; sending frames, starting and abandoning calls, draining, dying |
 //! | `handshake` | opening a connection: HELLO both ways, version negotiation, the reader task started |
 //! | `reader` | the reader task: read, parse, route each frame to its call, wait |
+//! | `read_state` | the reader's state, shared with a caller that waits alone in low-latency mode and reads its answer itself |
 //! | `writer` | the write queue: batched, vectored, inline flush |
 //! | `calls` | the call table: calls we started, calls we serve, ids |
 //! | `slots` | the outcome slots of the calls that answer once: a slab in the call table, no channel per call |
@@ -35,6 +36,7 @@ mod handoff;
 mod handshake;
 mod inbox;
 mod options;
+mod read_state;
 mod reader;
 mod serve;
 mod slots;

@@ -14,13 +14,14 @@
 use std::future::poll_fn;
 use std::io;
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{ready, Poll};
 use std::time::Duration;
 
 use bytes::BytesMut;
 use hubwire_frame::{Code, Decoder, Frame, FrameError};
 
 use super::calls::{deliver, Event, OutSink, Served};
+use super::read_state::{ReadState, Stop};
 use super::serve::{self, Service};
 use super::state::Core;
 use super::wait::{Spinner, WaitMode};
@@ -84,89 +85,102 @@ pub(crate) async fn run(
     decoder: Decoder,
 ) {
     let t = core.transport.clone();
-    read_frames(core, service, wait, stall, buf, decoder).await;
+    core.read.install(Some(ReadState::new(buf, decoder, Spinner::new(wait), service)));
+    read_frames(&core, stall).await;
+    // The service may hold the connection: it goes with the reader.
+    core.read.install(None);
     t.release();
 }
 
-async fn read_frames(
-    core: Arc<Core>,
-    service: Option<Arc<dyn Service>>,
-    wait: WaitMode,
-    stall: Duration,
-    mut buf: BytesMut,
-    decoder: Decoder,
-) {
-    let mut spinner = Spinner::new(wait);
+async fn read_frames(core: &Arc<Core>, stall: Duration) {
     let mut delivered = false;
-    let mut run = ItemRun::new();
-    let mut held: Option<Frame> = None;
     let reason: Result<String, FrameError> = loop {
-        if let Some(frame) = held.take() {
-            // Our queue was over its cap: the peer's new call waits here,
-            // and the peer's writes stop at its full socket.
+        let inside = {
+            let mut g = core.read.lock();
+            let st = g.as_mut().expect("the reader's state is installed");
+            if st.held.is_some() {
+                None
+            } else {
+                if let Some(stop) = st.stop.take() {
+                    break stopped(st, stop);
+                }
+                // Answers produced while the frames of one read are
+                // dispatched (handlers that finish at once) leave in one
+                // write (`Cork`).
+                match dispatch_all(core, st, &mut delivered) {
+                    Err(e) => break Err(e),
+                    Ok(Some(frame)) => st.held = Some(frame),
+                    Ok(None) => {}
+                }
+                if core.is_closed() {
+                    return;
+                }
+                // Descriptors that came with the frames just dispatched and
+                // were not taken are closed now (§11.4.2).
+                core.transport.settle_fds(st.buf.len());
+                reserve(&st.decoder, &mut st.buf);
+                // Inside a large frame, the rest comes in socket-sized
+                // pieces, each worth far more than a wake-up: spinning for
+                // it only takes CPU from the copies (bulk 1 MiB, issue 15).
+                // Spin between frames.
+                st.held.is_none().then(|| st.inside_large_frame())
+            }
+        };
+        let Some(inside) = inside else {
+            // Our queue was over its cap: the peer's new call waits here
+            // (and nobody reads on), and the peer's writes stop at its full
+            // socket.
             if tokio::time::timeout(stall, core.writer.ready()).await.is_err() {
                 break Err(FrameError::new(
                     Code::ResourceExhausted,
                     format!("the peer has not read our last frames for {stall:?} (write queue over its cap)"),
                 ));
             }
-            match dispatch(&core, service.as_ref(), frame) {
+            let mut g = core.read.lock();
+            let st = g.as_mut().expect("the reader's state is installed");
+            let frame = st.held.take().expect("held");
+            match dispatch(core, st.service.as_ref(), frame) {
                 Ok(woke) => delivered |= woke,
                 Err(e) => break Err(e),
             }
-        }
-        // Answers produced while the frames of one read are dispatched
-        // (handlers that finish at once) leave in one write.
-        core.writer.cork();
-        let batch = dispatch_all(&core, service.as_ref(), &decoder, &mut buf, &mut run, &mut delivered);
-        core.writer.uncork();
-        match batch {
-            Err(e) => break Err(e),
-            Ok(Some(frame)) => {
-                held = Some(frame);
-                continue;
+            continue;
+        };
+        match read_more(core, &mut delivered, inside).await {
+            Read::Bytes(Ok(n)) if n > 0 => {}
+            Read::Bytes(r) => {
+                let mut g = core.read.lock();
+                break stopped(g.as_mut().expect("the reader's state is installed"), Stop::Read(r));
             }
-            Ok(None) => {}
-        }
-        if core.is_closed() {
-            return;
-        }
-        // Descriptors that came with the frames just dispatched and were
-        // not taken are closed now (§11.4.2).
-        core.transport.settle_fds(buf.len());
-        reserve(&decoder, &mut buf);
-        // Inside a large frame, the rest comes in socket-sized pieces, each
-        // worth far more than a wake-up: spinning for it only takes CPU
-        // from the copies (bulk 1 MiB, issue 15). Spin between frames.
-        let inside = matches!(decoder.check(&buf), Ok(Some(n)) if n > buf.len() && n > READ_CHUNK);
-        match read_more(&core, &mut buf, &mut spinner, &mut delivered, inside).await {
-            Ok(0) => {
-                break match decoder.finish(&buf) {
-                    Ok(()) => Ok("connection closed by peer (end of stream)".into()),
-                    Err(e) => Err(e),
-                }
-            }
-            Ok(_) => {}
-            Err(e) => break Ok(format!("connection lost: read failed: {e}")),
+            // A caller's read left something for us (`read_state.rs`).
+            Read::News => {}
         }
     };
     match reason {
         Ok(why) => core.die(Error::unavailable(why)),
-        Err(e) => fail_protocol(&core, e).await,
+        Err(e) => fail_protocol(core, e).await,
+    }
+}
+
+/// Why reading ended: `Ok` with why the connection is gone, or the
+/// protocol error to close it with.
+fn stopped(st: &ReadState, stop: Stop) -> Result<String, FrameError> {
+    match stop {
+        Stop::Read(Ok(_)) => match st.decoder.finish(&st.buf) {
+            Ok(()) => Ok("connection closed by peer (end of stream)".into()),
+            Err(e) => Err(e),
+        },
+        Stop::Read(Err(e)) => Ok(format!("connection lost: read failed: {e}")),
+        Stop::Bad(e) => Err(e),
     }
 }
 
 /// Dispatches every complete frame in `buf`, up to a REQUEST or PING
 /// that arrives while the write queue is over its cap: that one is
 /// returned, to be dispatched once the queue drains.
-fn dispatch_all(
-    core: &Arc<Core>,
-    service: Option<&Arc<dyn Service>>,
-    decoder: &Decoder,
-    buf: &mut BytesMut,
-    run: &mut ItemRun,
-    delivered: &mut bool,
-) -> Result<Option<Frame>, FrameError> {
+pub(super) fn dispatch_all(core: &Arc<Core>, st: &mut ReadState, delivered: &mut bool) -> Result<Option<Frame>, FrameError> {
+    let ReadState { buf, decoder, run, service, .. } = st;
+    let service = service.as_ref();
+    let mut cork = Cork { writer: &core.writer, on: false };
     loop {
         let frame = match decoder.decode(buf) {
             Ok(Some(f)) => f,
@@ -192,6 +206,7 @@ fn dispatch_all(
             return Ok(Some(frame));
         }
         let marker = matches!(frame, Frame::Upgraded { .. });
+        cork.before(&frame);
         *delivered |= dispatch(core, service, frame)?;
         if marker {
             super::upgrade::after_marker(core, buf)?;
@@ -201,19 +216,48 @@ fn dispatch_all(
     Ok(None)
 }
 
+/// Holds the writer's inline flushes back while the frames of one read are
+/// dispatched, from the first frame whose dispatch may send something at
+/// once (a REQUEST whose handler finishes at once, a PING), so that what
+/// they send leaves in one write when it is dropped. A read that brings
+/// only answers, items and credit (a caller reading its own answer) does
+/// not touch the writer: two locks saved on the path of one call in
+/// flight.
+struct Cork<'a> {
+    writer: &'a super::writer::Writer,
+    on: bool,
+}
+
+impl Cork<'_> {
+    fn before(&mut self, frame: &Frame) {
+        if !self.on && !matches!(frame, Frame::Response { .. } | Frame::Item { .. } | Frame::Credit { .. }) {
+            self.writer.cork();
+            self.on = true;
+        }
+    }
+}
+
+impl Drop for Cork<'_> {
+    fn drop(&mut self) {
+        if self.on {
+            self.writer.uncork();
+        }
+    }
+}
+
 /// Consecutive ITEMs of one call from one read (a stream's burst), handed
 /// over together: one look-up in the call table, one lock of the stream's
 /// inbox and at most one wake-up for the run instead of one each. A frame
 /// of any other kind, or an ITEM of another call, flushes it first, so
 /// frames still take effect in the order they came. Its size is bounded by
 /// one read buffer's frames; the vector is kept between reads.
-struct ItemRun {
+pub(super) struct ItemRun {
     id: u32,
     items: Vec<Payload>,
 }
 
 impl ItemRun {
-    fn new() -> ItemRun {
+    pub(super) fn new() -> ItemRun {
         ItemRun { id: 0, items: Vec::new() }
     }
 
@@ -281,7 +325,7 @@ pub(crate) async fn linger(t: &dyn Transport) {
 /// shorten the spin either (it lasts until bytes come or `spin` ends);
 /// it would only make more probes, so the `recv` stays: it also takes
 /// the bytes in the same call.
-async fn read_more(core: &Core, buf: &mut BytesMut, spinner: &mut Spinner, delivered: &mut bool, inside: bool) -> io::Result<usize> {
+async fn read_more(core: &Core, delivered: &mut bool, inside: bool) -> Read {
     let t = &*core.transport;
     loop {
         // After waking other tasks (a caller, a handler), do not spin: they
@@ -292,26 +336,51 @@ async fn read_more(core: &Core, buf: &mut BytesMut, spinner: &mut Spinner, deliv
         // same as efficient mode). The same while our writer waits for room
         // in a shared ring, and inside a large frame (`inside`, see
         // `read_frames`). Otherwise spin first.
-        if spinner.enabled() && !std::mem::take(delivered) && !inside && !core.ring_write_waits() {
-            let got = spinner.spin(|| match t.try_read(buf) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
-                r => Some(r),
-            });
-            if let Some(r) = got {
-                return r;
+        if !std::mem::take(delivered) && !inside && !core.ring_write_waits() {
+            let mut g = core.read.lock();
+            let ReadState { buf, spinner, .. } = g.as_mut().expect("the reader's state is installed");
+            if spinner.enabled() {
+                let got = spinner.spin(|| match t.try_read(buf) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
+                    r => Some(r),
+                });
+                if let Some(r) = got {
+                    return Read::Bytes(r);
+                }
             }
         }
+        // The state is let go between polls: a caller waiting alone for its
+        // answer may read meanwhile (`read_state.rs`).
         let r = poll_fn(|cx| {
-            if spinner.enabled() && core.kick.poll(cx) {
+            let mut g = ready!(core.read.poll_lock(cx));
+            let st = g.as_mut().expect("the reader's state is installed");
+            if st.stop.is_some() || st.held.is_some() {
+                return Poll::Ready(Some(Read::News));
+            }
+            if st.spinner.enabled() && core.kick.poll(cx) {
                 return Poll::Ready(None);
             }
-            t.poll_read(cx, buf).map(Some)
+            match t.poll_read(cx, &mut st.buf) {
+                Poll::Ready(r) => Poll::Ready(Some(Read::Bytes(r))),
+                Poll::Pending => {
+                    st.park_reader(cx);
+                    Poll::Pending
+                }
+            }
         })
         .await;
         if let Some(r) = r {
             return r;
         }
     }
+}
+
+/// What [`read_more`] brings.
+enum Read {
+    /// Bytes read (`Ok(0)`: end of stream), or the read's error.
+    Bytes(io::Result<usize>),
+    /// A caller's read left a stop or a held frame in the state.
+    News,
 }
 
 /// Routes one frame; true if that woke another task (which then needs

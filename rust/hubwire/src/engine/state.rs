@@ -19,6 +19,7 @@ use super::backlog::Backlog;
 use super::calls::{CallTable, Event, OutCall, OutSink};
 use super::credit::RecvWindow;
 use super::inbox::InboxTx;
+use super::read_state::ReadSide;
 use super::slots::SlotRef;
 use super::wait::Kick;
 use super::writer::Writer;
@@ -39,6 +40,12 @@ pub(crate) struct Core {
     pub(crate) gate: Arc<Semaphore>,
     pub(crate) kick: Kick,
     pub(crate) low_latency: bool,
+    /// The reader's state, shared with a caller that reads its own answer
+    /// (`read_state.rs`).
+    pub(crate) read: ReadSide,
+    /// Whether the last call this side started was alone in flight
+    /// ([`Started::sequential`]).
+    pub(crate) last_alone: std::sync::atomic::AtomicBool,
     pub(crate) closed: watch::Sender<Option<Error>>,
     /// Signalled when a draining connection runs out of calls.
     pub(crate) idle: Notify,
@@ -65,6 +72,19 @@ pub(crate) struct Started {
     /// Where the outcome goes, for a call that answers once (its
     /// [`super::Answer`] frees it).
     pub(crate) slot: Option<SlotRef>,
+    /// No other call of ours was in flight when its REQUEST left (it left
+    /// at once, not with the background flusher): in low-latency mode its
+    /// answer is worth spinning for, by the reader ([`Core::kick`]) or by
+    /// the caller itself ([`Core::read_own`]). `begin` leaves that choice
+    /// to its caller.
+    pub(crate) alone: bool,
+    /// Alone, and so was the call started before it: calls come one after
+    /// the other, and a caller that reads its own answer keeps no other
+    /// task from starting its call. (After a burst of calls whose answers
+    /// came together, the first caller to start again is alone too, but
+    /// the others are about to start theirs: it must not read, or the
+    /// burst would go one call at a time.)
+    pub(crate) sequential: bool,
 }
 
 impl Core {
@@ -81,6 +101,8 @@ impl Core {
             dialer,
             kick: Kick::default(),
             low_latency,
+            read: ReadSide::default(),
+            last_alone: Default::default(),
             closed: watch::channel(None).0,
             idle: Notify::new(),
             direct: std::sync::OnceLock::new(),
@@ -270,12 +292,10 @@ impl Core {
             }
             return Err(e);
         }
-        if !pipelined {
-            // Spin for the answer now. (When pipelined, the REQUEST leaves
-            // with the background flusher: spinning first would delay it.)
-            self.kick();
-        }
-        Ok(Started { id, deadline, _permit: permit, slot })
+        // (When pipelined, the REQUEST leaves with the background flusher:
+        // spinning for its answer first would delay it.)
+        let before = self.last_alone.swap(!pipelined, std::sync::atomic::Ordering::Relaxed);
+        Ok(Started { id, deadline, _permit: permit, slot, alone: !pipelined, sequential: !pipelined && before })
     }
 
     /// Abandons a call we started: forgets it and sends CANCEL, if it was

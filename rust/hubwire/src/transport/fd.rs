@@ -168,6 +168,14 @@ impl<S: AsRawFd + Send + Sync + 'static> Transport for FdTransport<S> {
         }
     }
 
+    /// Always true: a task parked in `poll_read` waits in the reactor
+    /// for the socket's next edge, and every byte that arrived since it
+    /// parked raised one (read by another task or not), so whatever another
+    /// read left, the parked task is woken for it.
+    fn rearm_read(&self) -> bool {
+        true
+    }
+
     fn try_write(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         send(self.io.as_raw_fd(), bufs)
     }

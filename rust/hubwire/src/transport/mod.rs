@@ -86,6 +86,17 @@ pub trait Transport: Send + Sync + 'static {
         let _ = n;
     }
 
+    /// Called after a read made by another task than the one last parked
+    /// in `poll_read` (a caller that read its own answer,
+    /// `engine/read_state.rs`), before that task reads again. True if the
+    /// parked task will still be woken by the next bytes (and by any the
+    /// read left), with no help; false makes the engine wake it, to park
+    /// again itself. The default, false, is always safe; a wrapper passes
+    /// it on.
+    fn rearm_read(&self) -> bool {
+        false
+    }
+
     /// Whether every write costs a message of its own (NATS, §13.4: one
     /// publish per write), so that the ITEMs a handler sends in a burst
     /// should leave in one write, even at the cost of handing the write to

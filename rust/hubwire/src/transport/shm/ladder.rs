@@ -177,6 +177,15 @@ impl Transport for Ladder {
         }
     }
 
+    fn rearm_read(&self) -> bool {
+        match self.ring(&self.read_ring) {
+            None => self.socket.rearm_read(),
+            // The socket is untouched by a read of the ring: only the
+            // ring's flag needs setting again.
+            Some(l) => l.rearm_read(),
+        }
+    }
+
     fn try_write(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         match self.ring(&self.write_ring) {
             None => self.socket.try_write(bufs),

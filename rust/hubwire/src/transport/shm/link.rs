@@ -255,6 +255,23 @@ impl Link {
         park(&self.data_in, cx)
     }
 
+    /// After a read by another task than the one parked in
+    /// [`Link::poll_readable`] (whose look cleared our flag, so the writer
+    /// stopped signalling): sets the flag again, as a park does, keeping
+    /// the parked task's waker. False if bytes (or the close) are already
+    /// there: the parked task must then be woken by hand. (A task that
+    /// has not parked yet finds the flag set when it does, and waits for a
+    /// signal, which every write since this call sends.)
+    pub fn rearm_read(&self) -> bool {
+        let c = ctl(&self.seg, self.rx);
+        if self.read_parked.swap(true, Ordering::Relaxed) {
+            return true;
+        }
+        c.reader_waiting.store(1, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        c.written.load(Ordering::Acquire) == c.read.load(Ordering::Relaxed) && c.closed.load(Ordering::Acquire) == 0
+    }
+
     /// Parks for room, as [`Link::poll_readable`] does for bytes.
     pub fn poll_writable(&self, cx: &mut Context<'_>) -> Poll<()> {
         let c = ctl(&self.seg, self.tx);
