@@ -24,8 +24,9 @@
 //! | `upgrade_state` | where one connection's upgrade stands (kept on its `Core`) |
 //!
 //! The same files, by the same names, make up the engine of the
-//! TypeScript SDK (`ts/src/engine/`), except `wait`: a JavaScript runtime
-//! waits in its event loop.
+//! TypeScript SDK (`ts/src/engine/`), except `wait` and `read_state`: a
+//! JavaScript runtime waits in its event loop, and a caller there never
+//! reads for itself.
 
 mod answer;
 mod backlog;
