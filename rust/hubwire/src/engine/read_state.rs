@@ -178,6 +178,9 @@ impl Core {
             && st.stop.is_none()
             && !st.inside_large_frame()
             && !self.ring_write_waits()
+            // What a read dispatches may start a task (a handler that
+            // waits): only a caller polled inside a runtime reads.
+            && tokio::runtime::Handle::try_current().is_ok()
             // While an upgrade may still move the reading onto shared
             // memory, the reader task alone reads (`upgrade.rs`).
             && self.upgrade.get().is_none_or(|u| u.ladder.reads_ring() || *u.settled.borrow() == Some(false))

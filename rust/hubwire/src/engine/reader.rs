@@ -155,6 +155,9 @@ async fn read_frames(core: &Arc<Core>, stall: Duration) {
             Read::News => {}
         }
     };
+    // Nobody reads on: not a caller either (after a bad frame, what the
+    // peer still sends is discarded while the GOAWAY leaves).
+    core.read.install(None);
     match reason {
         Ok(why) => core.die(Error::unavailable(why)),
         Err(e) => fail_protocol(core, e).await,
