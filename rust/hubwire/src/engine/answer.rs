@@ -54,15 +54,18 @@ impl<P: Borrow<Arc<Core>>> Answer<P> {
                 // resource ready at once: a loop of calls that never wait
                 // still lets the runtime's other tasks run.
                 let Poll::Ready(coop) = tokio::task::coop::poll_proceed(cx) else {
-                    // Out of budget: this task yields, and the reader may
-                    // answer meanwhile (taking the slot's waker).
+                    // Out of budget: this task yields, and the reader,
+                    // kicked to spin, may answer meanwhile (taking the
+                    // slot's waker: look at the slot next time).
                     self.registered = false;
+                    self.core.borrow().kick();
                     return Poll::Pending;
                 };
                 self.own = false;
-                let Answer { core, slot, released, .. } = self;
+                let Answer { core, slot, released, registered, .. } = self;
                 let core: &Arc<Core> = (*core).borrow();
-                if let Some(o) = core.read_own(|| take(core, *slot, released)) {
+                let answered = if *registered { None } else { take(core, *slot, released) };
+                if let Some(o) = answered.or_else(|| core.read_own(|| take(core, *slot, released))) {
                     coop.made_progress();
                     return Poll::Ready(o);
                 }

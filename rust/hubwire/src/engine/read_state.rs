@@ -25,7 +25,7 @@
 //! [`Transport::rearm_read`]: crate::transport::Transport::rearm_read
 
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
@@ -37,6 +37,10 @@ use super::serve::Service;
 use super::slots::Outcome;
 use super::state::Core;
 use super::wait::Spinner;
+
+/// The most reads a caller makes for its answer before it leaves the rest
+/// to the reader task.
+const OWN_READS: usize = 16;
 
 /// What a read found that ends reading: the reader task acts on it.
 pub(crate) enum Stop {
@@ -59,6 +63,9 @@ pub(crate) struct ReadState {
     pub(super) held: Option<Frame>,
     /// Left by a caller's read for the reader task.
     pub(super) stop: Option<Stop>,
+    /// Reading has ended (set by the reader task as it stops, under the
+    /// lock): no caller reads on, whatever comes.
+    pub(super) ended: bool,
     /// The reader task's waker, kept as it waits for bytes with the state
     /// let go: a caller whose read could not re-arm the transport, or that
     /// left a stop or a held frame, wakes it.
@@ -67,7 +74,7 @@ pub(crate) struct ReadState {
 
 impl ReadState {
     pub(super) fn new(buf: BytesMut, decoder: Decoder, spinner: Spinner, service: Option<Arc<dyn Service>>) -> ReadState {
-        ReadState { buf, decoder, run: ItemRun::new(), spinner, service, held: None, stop: None, reader: None }
+        ReadState { buf, decoder, run: ItemRun::new(), spinner, service, held: None, stop: None, ended: false, reader: None }
     }
 
     /// Whether the buffer holds the start of a frame larger than a read
@@ -97,7 +104,8 @@ impl ReadSide {
     }
 
     /// The state, for the reader task; it never waits for long (a caller
-    /// holds it for one spin at most, and only on another thread).
+    /// holds it for one spin and a few reads at most, and only on another
+    /// thread).
     pub(super) fn lock(&self) -> MutexGuard<'_, Option<ReadState>> {
         self.state.lock().unwrap()
     }
@@ -110,6 +118,10 @@ impl ReadSide {
         }
         *self.waiter.lock().unwrap() = Some(cx.waker().clone());
         self.contended.store(true, Ordering::SeqCst);
+        // Orders the flag before the second try (a store then a load on
+        // two locations, as in `let_go`: the fences make one side see the
+        // other).
+        fence(Ordering::SeqCst);
         // The caller may have let go before the flag was set.
         match self.state.try_lock() {
             Ok(g) => Poll::Ready(g),
@@ -120,7 +132,8 @@ impl ReadSide {
     /// After a caller let go of the state: wakes the reader task if it
     /// found the state taken meanwhile.
     fn let_go(&self) {
-        if self.contended.swap(false, Ordering::SeqCst) {
+        fence(Ordering::SeqCst);
+        if self.contended.load(Ordering::Relaxed) && self.contended.swap(false, Ordering::SeqCst) {
             if let Some(w) = self.waiter.lock().unwrap().take() {
                 w.wake();
             }
@@ -174,6 +187,7 @@ impl Core {
 
     fn may_read_own(&self, st: &ReadState) -> bool {
         st.spinner.enabled()
+            && !st.ended
             && st.held.is_none()
             && st.stop.is_none()
             && !st.inside_large_frame()
@@ -193,7 +207,9 @@ impl Core {
     /// frame for the reader task).
     fn read_until_answer(self: &Arc<Self>, st: &mut ReadState, mut take: impl FnMut() -> Option<Outcome>) -> (Option<Outcome>, bool, bool) {
         let t = &*self.transport;
-        loop {
+        // Bounded: a peer that keeps sending frames this side answers at
+        // once (PINGs, REQUESTs) must not keep the caller here.
+        for _ in 0..OWN_READS {
             let ReadState { buf, spinner, .. } = &mut *st;
             let got = spinner.spin(|| match t.try_read(buf) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
@@ -228,6 +244,7 @@ impl Core {
                 return (None, false, false);
             }
         }
+        (None, false, false)
     }
 }
 

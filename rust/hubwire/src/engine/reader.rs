@@ -102,17 +102,23 @@ async fn read_frames(core: &Arc<Core>, stall: Duration) {
                 None
             } else {
                 if let Some(stop) = st.stop.take() {
-                    break stopped(st, stop);
+                    let r = stopped(st, stop);
+                    st.ended = true;
+                    break r;
                 }
                 // Answers produced while the frames of one read are
                 // dispatched (handlers that finish at once) leave in one
                 // write (`Cork`).
                 match dispatch_all(core, st, &mut delivered) {
-                    Err(e) => break Err(e),
+                    Err(e) => {
+                        st.ended = true;
+                        break Err(e);
+                    }
                     Ok(Some(frame)) => st.held = Some(frame),
                     Ok(None) => {}
                 }
                 if core.is_closed() {
+                    st.ended = true;
                     return;
                 }
                 // Descriptors that came with the frames just dispatched and
@@ -141,7 +147,10 @@ async fn read_frames(core: &Arc<Core>, stall: Duration) {
             let frame = st.held.take().expect("held");
             match dispatch(core, st.service.as_ref(), frame) {
                 Ok(woke) => delivered |= woke,
-                Err(e) => break Err(e),
+                Err(e) => {
+                    st.ended = true;
+                    break Err(e);
+                }
             }
             continue;
         };
@@ -149,7 +158,12 @@ async fn read_frames(core: &Arc<Core>, stall: Duration) {
             Read::Bytes(Ok(n)) if n > 0 => {}
             Read::Bytes(r) => {
                 let mut g = core.read.lock();
-                break stopped(g.as_mut().expect("the reader's state is installed"), Stop::Read(r));
+                let st = g.as_mut().expect("the reader's state is installed");
+                // A bad frame a caller found meanwhile comes first.
+                let stop = st.stop.take().unwrap_or(Stop::Read(r));
+                let r = stopped(st, stop);
+                st.ended = true;
+                break r;
             }
             // A caller's read left something for us (`read_state.rs`).
             Read::News => {}
@@ -341,7 +355,12 @@ async fn read_more(core: &Core, delivered: &mut bool, inside: bool) -> Read {
         // `read_frames`). Otherwise spin first.
         if !std::mem::take(delivered) && !inside && !core.ring_write_waits() {
             let mut g = core.read.lock();
-            let ReadState { buf, spinner, .. } = g.as_mut().expect("the reader's state is installed");
+            let st = g.as_mut().expect("the reader's state is installed");
+            if st.stop.is_some() || st.held.is_some() {
+                // Left by a caller since this task let go.
+                return Read::News;
+            }
+            let ReadState { buf, spinner, .. } = st;
             if spinner.enabled() {
                 let got = spinner.spin(|| match t.try_read(buf) {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
