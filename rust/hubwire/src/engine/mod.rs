@@ -9,7 +9,8 @@
 //! | `state` | [`Core`]: one connection's shared state; sending frames, starting and abandoning calls, draining, dying |
 //! | `handshake` | opening a connection: HELLO both ways, version negotiation, the reader task started |
 //! | `reader` | the reader task: read, parse, route each frame to its call, wait |
-//! | `read_state` | the reader's state, shared with a caller that waits alone in low-latency mode and reads its answer itself |
+//! | `read_state` | the reader's state (buffer, decoder, spinner), shared with a caller that reads its own answer |
+//! | `own_read` | a caller alone in flight in low-latency mode reads its own answer |
 //! | `writer` | the write queue: batched, vectored, inline flush |
 //! | `calls` | the call table: calls we started, calls we serve, ids |
 //! | `slots` | the outcome slots of the calls that answer once: a slab in the call table, no channel per call |
@@ -24,7 +25,7 @@
 //! | `upgrade_state` | where one connection's upgrade stands (kept on its `Core`) |
 //!
 //! The same files, by the same names, make up the engine of the
-//! TypeScript SDK (`ts/src/engine/`), except `wait` and `read_state`: a
+//! TypeScript SDK (`ts/src/engine/`), except `wait`, `read_state` and `own_read`: a
 //! JavaScript runtime waits in its event loop, and a caller there never
 //! reads for itself.
 
@@ -37,6 +38,7 @@ mod handoff;
 mod handshake;
 mod inbox;
 mod options;
+mod own_read;
 mod read_state;
 mod reader;
 mod serve;

@@ -1,7 +1,7 @@
-//! The read side of a connection — its buffer, decoder, spinner and
-//! service, and what a read left for the reader task — kept in one place
-//! that the reader task and, in low-latency mode, a caller waiting alone
-//! for its answer both use: such a caller reads its answer itself.
+//! The read side of a connection — its buffer, decoder and spinner, and
+//! what a read left for the reader task — kept in one place that the
+//! reader task and, in low-latency mode, a caller waiting alone for its
+//! answer both use: such a caller reads its answer itself (`own_read.rs`).
 //!
 //! Why: with one call in flight, the answer otherwise reaches the caller
 //! through a task switch. The reader task finds it, wakes the caller's task
@@ -12,7 +12,8 @@
 //! 1.5 µs round trip (bench/README, issue 16). A caller that finds the
 //! read side free reads and dispatches in its own poll, exactly as the
 //! reader task would; its answer lands in its slot and the call returns
-//! without having waited.
+//! without having waited. Only the reader task serves the peer's calls: a
+//! REQUEST a caller reads is held for it.
 //!
 //! The state sits behind a mutex. The reader task holds it for each step
 //! (dispatching, spinning) and lets go before it waits; a caller only
@@ -26,21 +27,17 @@
 
 use std::io;
 use std::sync::atomic::{fence, AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
 use bytes::BytesMut;
 use hubwire_frame::{Decoder, Frame, FrameError};
 
-use super::reader::{dispatch_all, reserve, ItemRun, READ_CHUNK};
-use super::serve::Service;
-use super::slots::Outcome;
-use super::state::Core;
 use super::wait::Spinner;
+use crate::codec::Payload;
 
-/// The most reads a caller makes for its answer before it leaves the rest
-/// to the reader task.
-const OWN_READS: usize = 16;
+/// Bytes asked of the transport per read.
+pub(crate) const READ_CHUNK: usize = 64 * 1024;
 
 /// What a read found that ends reading: the reader task acts on it.
 pub(crate) enum Stop {
@@ -56,10 +53,10 @@ pub(crate) struct ReadState {
     pub(super) decoder: Decoder,
     pub(super) run: ItemRun,
     pub(super) spinner: Spinner,
-    pub(super) service: Option<Arc<dyn Service>>,
-    /// A REQUEST or PING read while our write queue was over its cap:
-    /// dispatched by the reader task once the queue drains. While it is
-    /// here nobody reads on (frames take effect in the order they came).
+    /// A REQUEST or PING read while our write queue was over its cap, or a
+    /// REQUEST a caller read (only the reader task serves): dispatched by
+    /// the reader task (once the queue is under its cap). While it is here
+    /// nobody reads on (frames take effect in the order they came).
     pub(super) held: Option<Frame>,
     /// Left by a caller's read for the reader task.
     pub(super) stop: Option<Stop>,
@@ -73,8 +70,8 @@ pub(crate) struct ReadState {
 }
 
 impl ReadState {
-    pub(super) fn new(buf: BytesMut, decoder: Decoder, spinner: Spinner, service: Option<Arc<dyn Service>>) -> ReadState {
-        ReadState { buf, decoder, run: ItemRun::new(), spinner, service, held: None, stop: None, ended: false, reader: None }
+    pub(super) fn new(buf: BytesMut, decoder: Decoder, spinner: Spinner) -> ReadState {
+        ReadState { buf, decoder, run: ItemRun::new(), spinner, held: None, stop: None, ended: false, reader: None }
     }
 
     /// Whether the buffer holds the start of a frame larger than a read
@@ -88,8 +85,7 @@ impl ReadState {
 /// The shared slot of a connection's [`ReadState`].
 #[derive(Default)]
 pub(crate) struct ReadSide {
-    /// `None` before the reader task starts and after it ends (so that the
-    /// service, which may hold the connection, is dropped with it).
+    /// `None` before the reader task starts and after it stops reading.
     state: Mutex<Option<ReadState>>,
     /// The reader task, when it found the state taken by a caller
     /// (another thread), and whether it is there: the caller wakes it when
@@ -99,6 +95,12 @@ pub(crate) struct ReadSide {
 }
 
 impl ReadSide {
+    /// The state, for a caller: only if nobody holds it. The caller calls
+    /// [`ReadSide::let_go`] after it drops the guard.
+    pub(super) fn try_lock(&self) -> Option<MutexGuard<'_, Option<ReadState>>> {
+        self.state.try_lock().ok()
+    }
+
     pub(super) fn install(&self, st: Option<ReadState>) {
         *self.state.lock().unwrap() = st;
     }
@@ -131,7 +133,7 @@ impl ReadSide {
 
     /// After a caller let go of the state: wakes the reader task if it
     /// found the state taken meanwhile.
-    fn let_go(&self) {
+    pub(super) fn let_go(&self) {
         fence(Ordering::SeqCst);
         if self.contended.load(Ordering::Relaxed) && self.contended.swap(false, Ordering::SeqCst) {
             if let Some(w) = self.waiter.lock().unwrap().take() {
@@ -150,107 +152,24 @@ impl ReadState {
     }
 }
 
-impl Core {
-    /// Low-latency mode, one call in flight (its REQUEST just sent): reads
-    /// on this task until `take` (which takes the call's outcome from its
-    /// slot) finds the answer, if the read side is free and nothing stands
-    /// in the way. `None` means wait for it as usual (the reader was kicked
-    /// if it should spin).
-    pub(crate) fn read_own(self: &Arc<Self>, take: impl FnMut() -> Option<Outcome>) -> Option<Outcome> {
-        let (got, spun) = match self.read.state.try_lock() {
-            Ok(mut g) => {
-                let (got, spun, reader) = match g.as_mut() {
-                    Some(st) if self.may_read_own(st) => {
-                        let (got, spun, stop) = self.read_until_answer(st, take);
-                        // Re-armed under the lock: the reader task's own
-                        // wait touches the same flags under it.
-                        let rearmed = !stop && self.transport.rearm_read();
-                        (got, spun, if rearmed { None } else { st.reader.take() })
-                    }
-                    _ => (None, false, None),
-                };
-                drop(g);
-                self.read.let_go();
-                if let Some(w) = reader {
-                    w.wake();
-                }
-                (got, spun)
-            }
-            Err(_) => (None, false),
-        };
-        if got.is_none() && !spun {
-            // The reader spins for the answer instead.
-            self.kick();
-        }
-        got
-    }
+/// Consecutive ITEMs of one call from one read (a stream's burst), handed
+/// over together (`reader.rs`). Its size is bounded by one read buffer's
+/// frames; the vector is kept between reads.
+pub(crate) struct ItemRun {
+    pub(super) id: u32,
+    pub(super) items: Vec<Payload>,
+}
 
-    fn may_read_own(&self, st: &ReadState) -> bool {
-        st.spinner.enabled()
-            && !st.ended
-            && st.held.is_none()
-            && st.stop.is_none()
-            && !st.inside_large_frame()
-            && !self.ring_write_waits()
-            // What a read dispatches may start a task (a handler that
-            // waits): only a caller polled inside a runtime reads.
-            && tokio::runtime::Handle::try_current().is_ok()
-            // While an upgrade may still move the reading onto shared
-            // memory, the reader task alone reads (`upgrade.rs`).
-            && self.upgrade.get().is_none_or(|u| u.ladder.reads_ring() || *u.settled.borrow() == Some(false))
-    }
-
-    /// Spins, reads and dispatches until the answer is in `slot`, the spin
-    /// is spent, or something else came (another call's frame, which woke
-    /// its task: this one then waits and leaves the worker to it). Returns
-    /// (answer in, spun in vain, stopped: `st` holds a stop or a held
-    /// frame for the reader task).
-    fn read_until_answer(self: &Arc<Self>, st: &mut ReadState, mut take: impl FnMut() -> Option<Outcome>) -> (Option<Outcome>, bool, bool) {
-        let t = &*self.transport;
-        // Bounded: a peer that keeps sending frames this side answers at
-        // once (PINGs, REQUESTs) must not keep the caller here.
-        for _ in 0..OWN_READS {
-            let ReadState { buf, spinner, .. } = &mut *st;
-            let got = spinner.spin(|| match t.try_read(buf) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
-                r => Some(r),
-            });
-            match got {
-                None => return (None, true, false),
-                Some(Ok(0)) | Some(Err(_)) => {
-                    st.stop = Some(Stop::Read(got.expect("matched")));
-                    return (None, false, true);
-                }
-                Some(Ok(_)) => {}
-            }
-            let mut woke = false;
-            match dispatch_all(self, st, &mut woke) {
-                Err(e) => {
-                    st.stop = Some(Stop::Bad(e));
-                    return (None, false, true);
-                }
-                Ok(Some(frame)) => {
-                    st.held = Some(frame);
-                    return (take(), false, true);
-                }
-                Ok(None) => {}
-            }
-            self.transport.settle_fds(st.buf.len());
-            reserve(&st.decoder, &mut st.buf);
-            if let Some(o) = take() {
-                return (Some(o), false, false);
-            }
-            if woke || self.is_closed() || st.inside_large_frame() {
-                return (None, false, false);
-            }
-        }
-        (None, false, false)
+impl ItemRun {
+    pub(super) fn new() -> ItemRun {
+        ItemRun { id: 0, items: Vec::new() }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
     use std::task::Wake;
 
     use super::*;
@@ -263,43 +182,10 @@ mod tests {
         }
     }
 
-    /// Which calls may read their own answer: only one that follows a
-    /// call that was alone too. The first call to start after a burst is
-    /// alone, but the burst's other callers are about to start theirs.
-    #[tokio::test(flavor = "current_thread")]
-    async fn only_a_call_after_an_alone_call_is_sequential() {
-        use hubwire_frame::Kind;
-
-        use crate::codec::{Codec, Payload};
-        use crate::{ConnectionOptions, Provider, Raw, WaitMode};
-
-        let provider = Provider::new("s").unary("hang", |_ctx, _x: Raw| std::future::pending::<Result<Raw, crate::Error>>());
-        let low = ConnectionOptions::new("c").wait(WaitMode::low_latency());
-        let pair = crate::testing::pair_with(provider, low.clone(), low).await;
-        let core = pair.client.core();
-        let input = Payload { codec: Codec::Raw, bytes: bytes::Bytes::new() };
-        let begin = || core.begin("hang", Kind::Unary, &input, None, None, None, None);
-        let end = |id| core.cancel_out(id, crate::Error::unavailable("done"));
-        let first = begin().await.unwrap();
-        assert!(first.alone && !first.sequential, "nothing came before the first call");
-        end(first.id);
-        let one = begin().await.unwrap();
-        assert!(one.alone && one.sequential);
-        let two = begin().await.unwrap();
-        assert!(!two.alone && !two.sequential, "a burst");
-        end(one.id);
-        end(two.id);
-        let after = begin().await.unwrap();
-        assert!(after.alone && !after.sequential, "the first call after a burst");
-        end(after.id);
-        let next = begin().await.unwrap();
-        assert!(next.alone && next.sequential);
-    }
-
     #[test]
     fn a_reader_that_finds_the_state_taken_is_woken_when_the_caller_lets_go() {
         let side = ReadSide::default();
-        side.install(Some(ReadState::new(BytesMut::new(), Decoder::default(), Spinner::new(super::super::WaitMode::Efficient), None)));
+        side.install(Some(ReadState::new(BytesMut::new(), Decoder::default(), Spinner::new(super::super::WaitMode::Efficient))));
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let waker = Waker::from(count.clone());
         let mut cx = Context::from_waker(&waker);

@@ -21,7 +21,7 @@ use bytes::BytesMut;
 use hubwire_frame::{Code, Decoder, Frame, FrameError};
 
 use super::calls::{deliver, Event, OutSink, Served};
-use super::read_state::{ReadState, Stop};
+use super::read_state::{ItemRun, ReadState, Stop};
 use super::serve::{self, Service};
 use super::state::Core;
 use super::wait::{Spinner, WaitMode};
@@ -29,8 +29,7 @@ use crate::codec::Payload;
 use crate::errors::Error;
 use crate::transport::Transport;
 
-/// Bytes asked of the transport per read.
-pub(crate) const READ_CHUNK: usize = 64 * 1024;
+pub(crate) use super::read_state::READ_CHUNK;
 
 /// Makes room in `buf` for the next read. A frame larger than a read
 /// chunk whose header is buffered gets its final buffer at once, sized
@@ -85,14 +84,13 @@ pub(crate) async fn run(
     decoder: Decoder,
 ) {
     let t = core.transport.clone();
-    core.read.install(Some(ReadState::new(buf, decoder, Spinner::new(wait), service)));
-    read_frames(&core, stall).await;
-    // The service may hold the connection: it goes with the reader.
+    core.read.install(Some(ReadState::new(buf, decoder, Spinner::new(wait))));
+    read_frames(&core, service, stall).await;
     core.read.install(None);
     t.release();
 }
 
-async fn read_frames(core: &Arc<Core>, stall: Duration) {
+async fn read_frames(core: &Arc<Core>, service: Option<Arc<dyn Service>>, stall: Duration) {
     let mut delivered = false;
     let reason: Result<String, FrameError> = loop {
         let inside = {
@@ -109,7 +107,7 @@ async fn read_frames(core: &Arc<Core>, stall: Duration) {
                 // Answers produced while the frames of one read are
                 // dispatched (handlers that finish at once) leave in one
                 // write (`Cork`).
-                match dispatch_all(core, st, &mut delivered) {
+                match dispatch_all(core, st, Dispatcher::Reader(service.as_ref()), &mut delivered) {
                     Err(e) => {
                         st.ended = true;
                         break Err(e);
@@ -145,7 +143,7 @@ async fn read_frames(core: &Arc<Core>, stall: Duration) {
             let mut g = core.read.lock();
             let st = g.as_mut().expect("the reader's state is installed");
             let frame = st.held.take().expect("held");
-            match dispatch(core, st.service.as_ref(), frame) {
+            match dispatch(core, service.as_ref(), frame) {
                 Ok(woke) => delivered |= woke,
                 Err(e) => {
                     st.ended = true;
@@ -194,9 +192,22 @@ fn stopped(st: &ReadState, stop: Stop) -> Result<String, FrameError> {
 /// Dispatches every complete frame in `buf`, up to a REQUEST or PING
 /// that arrives while the write queue is over its cap: that one is
 /// returned, to be dispatched once the queue drains.
-pub(super) fn dispatch_all(core: &Arc<Core>, st: &mut ReadState, delivered: &mut bool) -> Result<Option<Frame>, FrameError> {
-    let ReadState { buf, decoder, run, service, .. } = st;
-    let service = service.as_ref();
+/// Who dispatches a read's frames.
+pub(super) enum Dispatcher<'a> {
+    /// The reader task, which serves the peer's calls with its service.
+    Reader(Option<&'a Arc<dyn Service>>),
+    /// A caller reading its own answer (`own_read.rs`): a REQUEST is held
+    /// for the reader task, the one that serves.
+    Caller,
+}
+
+pub(super) fn dispatch_all(
+    core: &Arc<Core>,
+    st: &mut ReadState,
+    by: Dispatcher<'_>,
+    delivered: &mut bool,
+) -> Result<Option<Frame>, FrameError> {
+    let ReadState { buf, decoder, run, .. } = st;
     let mut cork = Cork { writer: &core.writer, on: false };
     loop {
         let frame = match decoder.decode(buf) {
@@ -205,23 +216,28 @@ pub(super) fn dispatch_all(core: &Arc<Core>, st: &mut ReadState, delivered: &mut
             Err(e) => {
                 // What came before the bad frame is delivered, as it would
                 // have been frame by frame.
-                run.flush(core)?;
+                flush(run, core)?;
                 return Err(e);
             }
         };
         if let Frame::Item { call_id, codec, payload } = frame {
             if call_id != run.id {
-                run.flush(core)?;
+                flush(run, core)?;
                 run.id = call_id;
             }
             run.items.push(Payload { codec, bytes: payload });
             *delivered = true;
             continue;
         }
-        run.flush(core)?;
+        flush(run, core)?;
         if matches!(frame, Frame::Request { .. } | Frame::Ping { .. }) && core.writer.over_cap() {
             return Ok(Some(frame));
         }
+        let service = match by {
+            Dispatcher::Reader(service) => service,
+            Dispatcher::Caller if matches!(frame, Frame::Request { .. }) => return Ok(Some(frame)),
+            Dispatcher::Caller => None,
+        };
         let marker = matches!(frame, Frame::Upgraded { .. });
         cork.before(&frame);
         *delivered |= dispatch(core, service, frame)?;
@@ -229,7 +245,7 @@ pub(super) fn dispatch_all(core: &Arc<Core>, st: &mut ReadState, delivered: &mut
             super::upgrade::after_marker(core, buf)?;
         }
     }
-    run.flush(core)?;
+    flush(run, core)?;
     Ok(None)
 }
 
@@ -262,30 +278,19 @@ impl Drop for Cork<'_> {
     }
 }
 
-/// Consecutive ITEMs of one call from one read (a stream's burst), handed
-/// over together: one look-up in the call table, one lock of the stream's
-/// inbox and at most one wake-up for the run instead of one each. A frame
-/// of any other kind, or an ITEM of another call, flushes it first, so
-/// frames still take effect in the order they came. Its size is bounded by
-/// one read buffer's frames; the vector is kept between reads.
-pub(super) struct ItemRun {
-    id: u32,
-    items: Vec<Payload>,
-}
-
-impl ItemRun {
-    pub(super) fn new() -> ItemRun {
-        ItemRun { id: 0, items: Vec::new() }
+/// Hands the run of ITEMs gathered so far (`ItemRun`) to its stream:
+/// consecutive ITEMs of one call from one read go over together, one
+/// look-up in the call table, one lock of the stream's inbox and at most
+/// one wake-up for the run instead of one each. A frame of any other kind,
+/// or an ITEM of another call, flushes it first, so frames still take
+/// effect in the order they came.
+fn flush(run: &mut ItemRun, core: &Arc<Core>) -> Result<(), FrameError> {
+    if run.items.is_empty() {
+        return Ok(());
     }
-
-    fn flush(&mut self, core: &Arc<Core>) -> Result<(), FrameError> {
-        if self.items.is_empty() {
-            return Ok(());
-        }
-        let r = on_items(core, self.id, &mut self.items);
-        self.items.clear();
-        r
-    }
+    let r = on_items(core, run.id, &mut run.items);
+    run.items.clear();
+    r
 }
 
 /// Our side found the peer's bytes bad: GOAWAY with the error, then close
