@@ -4,11 +4,10 @@
 //! (`read_state.rs`), instead of waiting for the reader task to hand the
 //! answer over (a task switch; see `read_state.rs` for why it matters).
 
-use std::io;
 use std::sync::Arc;
 
 use super::read_state::{ReadState, Stop};
-use super::reader::{dispatch_all, reserve, Dispatcher};
+use super::reader::{dispatch_all, ready_for_more, Dispatcher};
 use super::slots::Outcome;
 use super::state::Core;
 
@@ -54,8 +53,7 @@ impl Core {
     fn may_read_own(&self, st: &ReadState) -> bool {
         st.spinner.enabled()
             && !st.ended
-            && st.held.is_none()
-            && st.stop.is_none()
+            && !st.left_for_reader()
             && !st.inside_large_frame()
             && !self.ring_write_waits()
             // What a read dispatches may start a task (a handler that
@@ -76,15 +74,10 @@ impl Core {
         // Bounded: a peer that keeps sending frames this side answers at
         // once (PINGs, REQUESTs) must not keep the caller here.
         for _ in 0..OWN_READS {
-            let ReadState { buf, spinner, .. } = &mut *st;
-            let got = spinner.spin(|| match t.try_read(buf) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
-                r => Some(r),
-            });
-            match got {
+            match st.spin_read(t) {
                 None => return (None, true, false),
-                Some(Ok(0)) | Some(Err(_)) => {
-                    st.stop = Some(Stop::Read(got.expect("matched")));
+                Some(r @ (Ok(0) | Err(_))) => {
+                    st.stop = Some(Stop::Read(r));
                     return (None, false, true);
                 }
                 Some(Ok(_)) => {}
@@ -101,8 +94,7 @@ impl Core {
                 }
                 Ok(None) => {}
             }
-            self.transport.settle_fds(st.buf.len());
-            reserve(&st.decoder, &mut st.buf);
+            ready_for_more(self, st);
             if let Some(o) = take() {
                 return (Some(o), false, false);
             }

@@ -35,6 +35,7 @@ use hubwire_frame::{Decoder, Frame, FrameError};
 
 use super::wait::Spinner;
 use crate::codec::Payload;
+use crate::transport::Transport;
 
 /// Bytes asked of the transport per read.
 pub(crate) const READ_CHUNK: usize = 64 * 1024;
@@ -79,6 +80,29 @@ impl ReadState {
     /// wake-up, so nobody spins for them.
     pub(super) fn inside_large_frame(&self) -> bool {
         matches!(self.decoder.check(&self.buf), Ok(Some(n)) if n > self.buf.len() && n > READ_CHUNK)
+    }
+
+    /// Whether a caller's read left a stop or a held frame: the reader task
+    /// acts on it before it reads on.
+    pub(super) fn left_for_reader(&self) -> bool {
+        self.stop.is_some() || self.held.is_some()
+    }
+
+    /// Spins on `t` as the spinner allows: `Some` with what a read
+    /// brought (bytes, end of stream or an error), `None` if nothing came.
+    pub(super) fn spin_read(&mut self, t: &dyn Transport) -> Option<io::Result<usize>> {
+        let ReadState { buf, spinner, .. } = self;
+        spinner.spin(|| match t.try_read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
+            r => Some(r),
+        })
+    }
+
+    /// Keeps the reader task's waker as it waits for bytes.
+    pub(super) fn park_reader(&mut self, cx: &Context<'_>) {
+        if !self.reader.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            self.reader = Some(cx.waker().clone());
+        }
     }
 }
 
@@ -139,15 +163,6 @@ impl ReadSide {
             if let Some(w) = self.waiter.lock().unwrap().take() {
                 w.wake();
             }
-        }
-    }
-}
-
-impl ReadState {
-    /// Keeps the reader task's waker as it waits for bytes.
-    pub(super) fn park_reader(&mut self, cx: &Context<'_>) {
-        if !self.reader.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-            self.reader = Some(cx.waker().clone());
         }
     }
 }

@@ -119,10 +119,7 @@ async fn read_frames(core: &Arc<Core>, service: Option<Arc<dyn Service>>, stall:
                     st.ended = true;
                     return;
                 }
-                // Descriptors that came with the frames just dispatched and
-                // were not taken are closed now (§11.4.2).
-                core.transport.settle_fds(st.buf.len());
-                reserve(&st.decoder, &mut st.buf);
+                ready_for_more(core, st);
                 // Inside a large frame, the rest comes in socket-sized
                 // pieces, each worth far more than a wake-up: spinning for
                 // it only takes CPU from the copies (bulk 1 MiB, issue 15).
@@ -189,9 +186,14 @@ fn stopped(st: &ReadState, stop: Stop) -> Result<String, FrameError> {
     }
 }
 
-/// Dispatches every complete frame in `buf`, up to a REQUEST or PING
-/// that arrives while the write queue is over its cap: that one is
-/// returned, to be dispatched once the queue drains.
+/// After the frames of a read were dispatched: descriptors that came with
+/// them and were not taken are closed (§11.4.2), and the buffer gets room
+/// for the next read.
+pub(super) fn ready_for_more(core: &Core, st: &mut ReadState) {
+    core.transport.settle_fds(st.buf.len());
+    reserve(&st.decoder, &mut st.buf);
+}
+
 /// Who dispatches a read's frames.
 pub(super) enum Dispatcher<'a> {
     /// The reader task, which serves the peer's calls with its service.
@@ -201,6 +203,10 @@ pub(super) enum Dispatcher<'a> {
     Caller,
 }
 
+/// Dispatches every complete frame in the state's buffer, up to a REQUEST
+/// or PING that arrives while the write queue is over its cap, or a
+/// REQUEST a caller read: that one is returned, for the reader task to
+/// dispatch (once the queue drains).
 pub(super) fn dispatch_all(
     core: &Arc<Core>,
     st: &mut ReadState,
@@ -361,19 +367,12 @@ async fn read_more(core: &Core, delivered: &mut bool, inside: bool) -> Read {
         if !std::mem::take(delivered) && !inside && !core.ring_write_waits() {
             let mut g = core.read.lock();
             let st = g.as_mut().expect("the reader's state is installed");
-            if st.stop.is_some() || st.held.is_some() {
+            if st.left_for_reader() {
                 // Left by a caller since this task let go.
                 return Read::News;
             }
-            let ReadState { buf, spinner, .. } = st;
-            if spinner.enabled() {
-                let got = spinner.spin(|| match t.try_read(buf) {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
-                    r => Some(r),
-                });
-                if let Some(r) = got {
-                    return Read::Bytes(r);
-                }
+            if let Some(r) = st.spin_read(t) {
+                return Read::Bytes(r);
             }
         }
         // The state is let go between polls: a caller waiting alone for its
@@ -381,7 +380,7 @@ async fn read_more(core: &Core, delivered: &mut bool, inside: bool) -> Read {
         let r = poll_fn(|cx| {
             let mut g = ready!(core.read.poll_lock(cx));
             let st = g.as_mut().expect("the reader's state is installed");
-            if st.stop.is_some() || st.held.is_some() {
+            if st.left_for_reader() {
                 return Poll::Ready(Some(Read::News));
             }
             if st.spinner.enabled() && core.kick.poll(cx) {
