@@ -185,17 +185,9 @@ impl ItemRun {
 mod tests {
     use std::sync::atomic::AtomicUsize;
     use std::sync::Arc;
-    use std::task::Wake;
 
+    use super::super::slots::tests::Count;
     use super::*;
-
-    struct Count(AtomicUsize);
-
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
 
     #[test]
     fn a_reader_that_finds_the_state_taken_is_woken_when_the_caller_lets_go() {

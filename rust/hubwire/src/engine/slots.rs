@@ -124,13 +124,14 @@ impl Slots {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     use std::task::Wake;
 
-    struct Count(AtomicUsize);
+    /// A waker that counts its wake-ups (shared with `read_state`'s tests).
+    pub(in crate::engine) struct Count(pub(in crate::engine) AtomicUsize);
     impl Wake for Count {
         fn wake(self: Arc<Self>) {
             self.0.fetch_add(1, Ordering::SeqCst);
