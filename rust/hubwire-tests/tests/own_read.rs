@@ -1,5 +1,5 @@
 //! A caller that reads its own answer (low-latency mode, one call in
-//! flight: `hubwire/src/engine/read_state.rs`), with each side on a
+//! flight: `hubwire/src/engine/own_read.rs`), with each side on a
 //! current-thread runtime of its own thread, as two processes would be, so
 //! that the caller's spin finds the answer. What must hold: no answer is
 //! lost or left unseen, whatever the caller read; the reader task still

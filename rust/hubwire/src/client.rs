@@ -172,7 +172,7 @@ impl Connection {
         if call.alone {
             if call.sequential && core.low_latency {
                 // One call after the other, low-latency: read the answer on
-                // this task if the reader is free (`engine/read_state.rs`).
+                // this task if the reader is free (`engine/own_read.rs`).
                 answer.read_own_first();
             } else {
                 core.kick();

@@ -34,7 +34,7 @@ impl<P: Borrow<Arc<Core>>> Answer<P> {
     }
 
     /// The first wait reads the connection on the waiting task instead of
-    /// leaving it to the reader (`read_state.rs`): for a call alone in
+    /// leaving it to the reader (`own_read.rs`): for a call alone in
     /// flight in low-latency mode. Its state lives here, not in the
     /// caller's future, which every call moves in memory a few times.
     pub(crate) fn read_own_first(&mut self) {

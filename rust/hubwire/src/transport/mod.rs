@@ -88,7 +88,7 @@ pub trait Transport: Send + Sync + 'static {
 
     /// Called after a read made by another task than the one last parked
     /// in `poll_read` (a caller that read its own answer,
-    /// `engine/read_state.rs`), before that task reads again. True if the
+    /// `engine/own_read.rs`), before that task reads again. True if the
     /// parked task will still be woken by the next bytes (and by any the
     /// read left), with no help; false makes the engine wake it, to park
     /// again itself. The default, false, is always safe; a wrapper passes
