@@ -1,0 +1,241 @@
+//! The write queue alone, over a transport that records each write: what
+//! leaves in one write, in which order, and who writes it.
+
+use super::*;
+use std::task::{Context, Poll};
+
+/// Records every write; never blocks.
+#[derive(Default)]
+struct Recorder(Mutex<Vec<Vec<u8>>>);
+
+impl crate::transport::Transport for Recorder {
+    fn try_read(&self, _: &mut BytesMut) -> io::Result<usize> {
+        Err(io::ErrorKind::WouldBlock.into())
+    }
+    fn poll_read(&self, _: &mut Context<'_>, _: &mut BytesMut) -> Poll<io::Result<usize>> {
+        Poll::Pending
+    }
+    fn try_write(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        let all: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+        let n = all.len();
+        self.0.lock().unwrap().push(all);
+        Ok(n)
+    }
+    fn poll_write(&self, _: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        Poll::Ready(self.try_write(bufs))
+    }
+    fn shutdown(&self) {}
+    fn shutdown_write(&self) {}
+    fn describe(&self) -> String {
+        "recorder".into()
+    }
+}
+
+/// A [`Recorder`] whose writes take a while: two tasks writing at once
+/// would record out of order.
+#[derive(Default)]
+struct Slow(Recorder);
+
+impl crate::transport::Transport for Slow {
+    fn try_read(&self, buf: &mut BytesMut) -> io::Result<usize> {
+        self.0.try_read(buf)
+    }
+    fn poll_read(&self, cx: &mut Context<'_>, buf: &mut BytesMut) -> Poll<io::Result<usize>> {
+        self.0.poll_read(cx, buf)
+    }
+    fn try_write(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        std::thread::sleep(std::time::Duration::from_micros(20));
+        self.0.try_write(bufs)
+    }
+    fn poll_write(&self, _: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        Poll::Ready(self.try_write(bufs))
+    }
+    fn shutdown(&self) {}
+    fn shutdown_write(&self) {}
+    fn describe(&self) -> String {
+        "slow recorder".into()
+    }
+}
+
+fn frame(n: u8) -> impl FnOnce(&mut BytesMut) {
+    move |b: &mut BytesMut| b.extend_from_slice(&[n; 3])
+}
+
+fn writes(t: &Recorder) -> Vec<Vec<u8>> {
+    t.0.lock().unwrap().clone()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_frame_alone_is_written_at_once() {
+    let t = Arc::new(Recorder::default());
+    let w = Writer::new(t.clone(), 1 << 20);
+    w.push(frame(1), &Bytes::new()).unwrap();
+    w.push(frame(2), &Bytes::from_static(b"p")).unwrap();
+    assert_eq!(writes(&t), [vec![1, 1, 1], vec![2, 2, 2, b'p']]);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_frame_pushed_alone_follows_the_queue_and_precedes_what_after_queues() {
+    let t = Arc::new(Recorder::default());
+    let w = Writer::new(t.clone(), 1 << 20);
+    w.push(frame(1), &Bytes::new()).unwrap();
+    let (w2, t2) = (w.clone(), t.clone());
+    w.push_alone(&[7; 3], &[], move || {
+        assert_eq!(writes(&t2), [vec![1, 1, 1], vec![7, 7, 7]], "`after` runs once the frame has left");
+        w2.push(frame(2), &Bytes::new()).unwrap();
+        assert_eq!(writes(&t2).len(), 2, "a frame pushed in `after` waits for it to return");
+    })
+    .await
+    .unwrap();
+    w.flushed().await;
+    assert_eq!(writes(&t), [vec![1, 1, 1], vec![7, 7, 7], vec![2, 2, 2]]);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn descriptors_pushed_alone_arrive_with_their_frame_on_a_unix_socket() {
+    use crate::transport::fd::FdTransport;
+    use crate::transport::Transport;
+    use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+    let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+    a.set_nonblocking(true).unwrap();
+    b.set_nonblocking(true).unwrap();
+    let ta = Arc::new(FdTransport::new(a, "a".into()).unwrap());
+    let tb = FdTransport::new(b, "b".into()).unwrap();
+    assert!(ta.passes_fds());
+    tb.accept_fds(4);
+    let mut p = [0; 2];
+    // SAFETY: pipe2 fills `p` with two new descriptors we then own.
+    assert_eq!(unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    let (_r, wr) = unsafe { (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1])) };
+    let w = Writer::new(ta, 1 << 20);
+    w.push(frame(1), &Bytes::new()).unwrap();
+    w.push_alone(&[9; 3], &[wr.as_fd()], || {}).await.unwrap();
+    w.push(frame(2), &Bytes::new()).unwrap();
+    let mut buf = BytesMut::with_capacity(64);
+    while buf.len() < 9 {
+        let before = buf.len();
+        std::future::poll_fn(|cx| tb.poll_read(cx, &mut buf)).await.unwrap();
+        if before < 3 && buf.len() <= 3 {
+            assert!(tb.take_fd().is_none(), "no descriptor before its frame");
+        }
+    }
+    assert_eq!(&buf[..], &[1, 1, 1, 9, 9, 9, 2, 2, 2]);
+    assert!(tb.take_fd().is_some());
+    assert!(tb.take_fd().is_none(), "exactly one descriptor");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn frames_pushed_while_corked_leave_in_one_write_on_uncork() {
+    let t = Arc::new(Recorder::default());
+    let w = Writer::new(t.clone(), 1 << 20);
+    w.cork();
+    for n in 1..=3 {
+        w.push(frame(n), &Bytes::new()).unwrap();
+    }
+    assert!(writes(&t).is_empty(), "nothing written while corked");
+    w.uncork();
+    assert_eq!(writes(&t), [vec![1, 1, 1, 2, 2, 2, 3, 3, 3]]);
+    w.uncork();
+    assert_eq!(writes(&t).len(), 1, "an empty uncork writes nothing");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn frames_pushed_soon_by_several_tasks_share_one_write() {
+    let t = Arc::new(Recorder::default());
+    let w = Writer::new(t.clone(), 1 << 20);
+    // Let the background flusher start waiting.
+    tokio::task::yield_now().await;
+    let tasks: Vec<_> = (1..=4u8)
+        .map(|n| {
+            let w = w.clone();
+            tokio::spawn(async move { w.push_soon(frame(n), &Bytes::new()).unwrap() })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    w.flushed().await;
+    let all = writes(&t);
+    assert_eq!(all.len(), 1, "one write for the burst: {all:?}");
+    assert_eq!(all[0].len(), 12);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_corked_batch_is_written_once_it_holds_batch_frames() {
+    let t = Arc::new(Recorder::default());
+    let w = Writer::new(t.clone(), 1 << 20);
+    w.cork();
+    let n = BATCH_FRAMES as u8;
+    for i in 0..n + 2 {
+        w.push(frame(i), &Bytes::new()).unwrap();
+    }
+    let all = writes(&t);
+    assert_eq!(all.len(), 1, "the full batch left while still corked: {all:?}");
+    assert_eq!(all[0], (0..n).flat_map(|i| [i; 3]).collect::<Vec<u8>>());
+    w.uncork();
+    assert_eq!(writes(&t)[1], [n, n, n, n + 1, n + 1, n + 1], "the rest leaves on uncork");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_sender_that_fills_the_batch_takes_the_flush_back_from_the_background() {
+    let t = Arc::new(Recorder::default());
+    let w = Writer::new(t.clone(), 1 << 20);
+    tokio::task::yield_now().await;
+    // No yield in between: the background flusher, woken by the first
+    // frame, has not run when the batch fills.
+    let n = BATCH_FRAMES as u8;
+    for i in 0..n + 1 {
+        w.push_soon(frame(i), &Bytes::new()).unwrap();
+    }
+    let all = writes(&t);
+    assert_eq!(all.len(), 1, "the sender that filled the batch wrote it: {all:?}");
+    assert_eq!(all[0].len(), 3 * BATCH_FRAMES);
+    w.flushed().await;
+    let all = writes(&t);
+    assert_eq!(all.len(), 2, "the frame after the batch left with the background flusher: {all:?}");
+    assert_eq!(all[1], [n; 3]);
+}
+
+#[test]
+fn frames_pushed_soon_from_many_threads_leave_once_each_in_order() {
+    // A taken-back flush and the background flusher's stale wake-up on
+    // another worker must never both write.
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(4).build().unwrap();
+    for _round in 0..8 {
+        many_threads_round(&rt);
+    }
+}
+
+fn many_threads_round(rt: &tokio::runtime::Runtime) {
+    let t = Arc::new(Slow::default());
+    let w = rt.block_on(async { Writer::new(t.clone(), 1 << 20) });
+    let per = 2000u32;
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..4u8)
+            .map(|task| {
+                let w = w.clone();
+                tokio::spawn(async move {
+                    for i in 0..per {
+                        let [a, b, ..] = i.to_le_bytes();
+                        w.push_soon(move |buf: &mut BytesMut| buf.extend_from_slice(&[task, a, b]), &Bytes::new()).unwrap();
+                        if i % 7 == 0 {
+                            tokio::task::yield_now().await;
+                        }
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        w.flushed().await;
+    });
+    let bytes: Vec<u8> = writes(&t.0).concat();
+    assert_eq!(bytes.len(), 4 * per as usize * 3);
+    let mut next = [0u32; 4];
+    for f in bytes.chunks(3) {
+        let task = f[0] as usize;
+        assert_eq!(u32::from(f[1]) | u32::from(f[2]) << 8, next[task], "task {task}'s frames in order, once each");
+        next[task] += 1;
+    }
+}
