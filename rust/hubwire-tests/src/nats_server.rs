@@ -17,6 +17,9 @@ use crate::harness::TempDir;
 /// How long a server may take to accept connections (and, in a cluster,
 /// to connect its routes) before the test fails.
 const START_DEADLINE: Duration = Duration::from_secs(15);
+/// Starts tried before giving up on a server that exits at once: its port,
+/// free when picked, can be taken by another test's socket before it binds.
+const START_ATTEMPTS: usize = 4;
 
 /// Where `nats-server` is: `$NATS_SERVER`, else on `PATH`, else where the
 /// Debian package puts it (`/usr/sbin`, not on every user's `PATH`).
@@ -62,7 +65,7 @@ pub struct NatsServer {
     pub http_port: u16,
     /// The route (cluster) port, when part of a cluster.
     pub cluster_port: Option<u16>,
-    _dir: TempDir,
+    dir: TempDir,
 }
 
 impl NatsServer {
@@ -75,9 +78,15 @@ impl NatsServer {
 
     /// Like [`NatsServer::start`], with options.
     pub fn start_with(opts: &ServerOptions) -> NatsServer {
-        let server = NatsServer::spawn(opts, None);
-        server.wait_ready(0);
-        server
+        let mut why = String::new();
+        for _ in 0..START_ATTEMPTS {
+            let mut server = NatsServer::spawn(opts, None);
+            match server.wait_ready(0) {
+                Ok(()) => return server,
+                Err(e) => why = e,
+            }
+        }
+        panic!("{why} (tried {START_ATTEMPTS} times)")
     }
 
     /// Spawns a server; `cluster` is (its route port, the route ports of the
@@ -101,10 +110,10 @@ impl NatsServer {
             .arg(&path)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(dir.0.join("stderr")).map(Stdio::from).unwrap_or_else(|_| Stdio::null()))
             .spawn()
             .unwrap_or_else(|e| panic!("starting {}: {e} (run `make deps` to install nats-server)", bin.display()));
-        NatsServer { child: Some(child), port, http_port, cluster_port: cluster.map(|c| c.0), _dir: dir }
+        NatsServer { child: Some(child), port, http_port, cluster_port: cluster.map(|c| c.0), dir }
     }
 
     /// The URL clients connect to.
@@ -118,13 +127,20 @@ impl NatsServer {
     }
 
     /// Waits until the server sends its `INFO` to a client and, with
-    /// `routes` > 0, until it has that many routes up.
-    fn wait_ready(&self, routes: usize) {
+    /// `routes` > 0, until it has that many routes up. Fails at once if
+    /// the server exited (most often: its port was taken meanwhile), with
+    /// what it printed; panics if it is still not ready at the deadline.
+    fn wait_ready(&mut self, routes: usize) -> Result<(), String> {
         let deadline = Instant::now() + START_DEADLINE;
         loop {
             let up = info_line(self.addr()).is_some() && (routes == 0 || self.routes() >= routes);
             if up {
-                return;
+                return Ok(());
+            }
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                let said = std::fs::read_to_string(self.dir.0.join("stderr")).unwrap_or_default();
+                let last = said.lines().last().unwrap_or("").to_string();
+                return Err(format!("nats-server on port {} exited ({status}) before it was ready: {last}", self.port));
             }
             if Instant::now() > deadline {
                 panic!("nats-server on port {} not ready within {START_DEADLINE:?}", self.port);
@@ -175,18 +191,27 @@ impl NatsCluster {
     }
 
     /// Like [`NatsCluster::start`], with options for every node.
+    /// A node that exits before it is ready (a port taken meanwhile)
+    /// restarts the whole cluster on new ports.
     pub fn start_with(n: usize, opts: &ServerOptions) -> NatsCluster {
-        let ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
-        let nodes: Vec<NatsServer> = (0..n)
-            .map(|i| {
-                let others: Vec<u16> = ports.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, p)| *p).collect();
-                NatsServer::spawn(opts, Some((ports[i], &others)))
-            })
-            .collect();
-        for node in &nodes {
-            node.wait_ready(n - 1);
+        let mut why = String::new();
+        'attempt: for _ in 0..START_ATTEMPTS {
+            let ports: Vec<u16> = (0..n).map(|_| free_port()).collect();
+            let mut nodes: Vec<NatsServer> = (0..n)
+                .map(|i| {
+                    let others: Vec<u16> = ports.iter().enumerate().filter(|(j, _)| *j != i).map(|(_, p)| *p).collect();
+                    NatsServer::spawn(opts, Some((ports[i], &others)))
+                })
+                .collect();
+            for node in &mut nodes {
+                if let Err(e) = node.wait_ready(n - 1) {
+                    why = e;
+                    continue 'attempt;
+                }
+            }
+            return NatsCluster { nodes };
         }
-        NatsCluster { nodes }
+        panic!("{why} (tried {START_ATTEMPTS} times)")
     }
 
     /// Every node's client URL, comma-separated (what a client is given to
