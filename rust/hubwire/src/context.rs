@@ -90,6 +90,19 @@ impl CancelSignal {
         });
     }
 
+    /// Ends a call that answered when first polled (its work is dropped):
+    /// keeps the signal for reuse if nobody else holds it, and otherwise
+    /// cancels it, for a task the handler left with its context. A signal
+    /// nobody else holds has nobody waiting on it either, so the
+    /// cancellation's wake-up (a lock) is skipped.
+    pub(crate) fn end(mut signal: Arc<CancelSignal>) {
+        if Arc::get_mut(&mut signal).is_some() {
+            CancelSignal::give_back(signal);
+        } else {
+            signal.cancel();
+        }
+    }
+
     pub(crate) fn cancel(&self) {
         self.flag.store(true, Ordering::Release);
         self.notify.notify_waiters();

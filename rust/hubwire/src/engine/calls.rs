@@ -135,6 +135,12 @@ impl Served {
     /// Stops the handler; it will send nothing more.
     pub(crate) fn cancel(self) {
         self.cancel.cancel();
+        self.end();
+    }
+
+    /// Ends the call without cancelling its signal, which the caller
+    /// cancels or reuses (`CancelSignal::end`).
+    pub(crate) fn end(self) {
         if let Some(c) = &self.send_credit {
             c.close();
         }

@@ -34,6 +34,7 @@ mod backlog;
 mod calls;
 mod credit;
 mod direct;
+mod gate;
 mod handoff;
 mod handshake;
 mod inbox;

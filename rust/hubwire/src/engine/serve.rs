@@ -160,8 +160,8 @@ pub(crate) fn on_request(
     let call =
         Incoming { method, id, kind, input, deadline, cancel: cancel.clone(), peer: core.peer.clone(), core: core.clone(), items, credit };
     let answer = |served: Served, cancel: Arc<CancelSignal>, result| {
-        served.cancel();
-        CancelSignal::give_back(cancel);
+        served.end();
+        CancelSignal::end(cancel);
         core.send_response(id, result, more);
         Ok(false)
     };
