@@ -23,6 +23,17 @@ where
     F: FnOnce(Connection, mpsc::Sender<()>) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
+    with_peer_calling(shm, 0, client)
+}
+
+/// [`with_peer`], where the provider also calls the client's `echo`
+/// `calls_back` times meanwhile, one after the other, and each of those
+/// calls must be answered.
+fn with_peer_calling<F, Fut>(shm: bool, calls_back: u32, client: F)
+where
+    F: FnOnce(Connection, mpsc::Sender<()>) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     let dir = TempDir::new("own-read");
     let path = dir.0.join("p.sock");
     let (stop_tx, stop_rx) = mpsc::channel::<()>();
@@ -35,24 +46,57 @@ where
             ready_tx.send(()).unwrap();
             let cfg = hubwire_tests::provider_config().wait(WaitMode::low_latency()).shm(shm).service(hubwire_tests::provider());
             let s = Connection::start(transport::accept(&l).await.unwrap(), &cfg, false).await.unwrap();
+            let caller = s.clone();
+            let back = tokio::spawn(async move {
+                for i in 0..calls_back {
+                    let x = Bytes::from(format!("back {i}"));
+                    match caller.call_raw("echo", x.clone()).await {
+                        Ok(got) if got == x => {}
+                        other => return Err(format!("call back {i}: {other:?}")),
+                    }
+                }
+                Ok(())
+            });
             let stop = tokio::task::spawn_blocking(move || stop_rx.recv());
             tokio::select! {
                 _ = s.closed() => {}
-                _ = stop => s.close(),
+                _ = stop => {}
             }
-        });
+            // The calls back end first (the client stays until they have).
+            let r = tokio::time::timeout(Duration::from_secs(30), back).await.map_err(|_| "calls back timed out".to_string());
+            s.close();
+            r?.unwrap()
+        })
     });
     ready_rx.recv().unwrap();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async move {
-        let cfg = ConnectionOptions::new("own-read-client").wait(WaitMode::low_latency()).shm(shm);
+        let mut cfg = ConnectionOptions::new("own-read-client").wait(WaitMode::low_latency()).shm(shm);
+        let served = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        if calls_back > 0 {
+            let served = served.clone();
+            cfg = cfg.service(hubwire::Provider::new("own-read-client").unary("echo", move |_, x: hubwire::Raw| {
+                served.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                async move { Ok(x) }
+            }));
+        }
         let c = Connection::dial(unix::connect(&path).await.unwrap(), &cfg).await.unwrap();
         if shm {
             assert!(c.upgraded().await, "both sides offer shared memory");
         }
-        tokio::time::timeout(Duration::from_secs(60), client(c, stop_tx)).await.expect("the case timed out");
+        let keep = c.clone();
+        tokio::time::timeout(Duration::from_secs(60), async {
+            client(c, stop_tx).await;
+            // The provider's calls back finish on a connection still open.
+            while served.load(std::sync::atomic::Ordering::Relaxed) < calls_back && !keep.is_closed() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the case timed out");
+        drop(keep);
     });
-    server.join().unwrap();
+    server.join().unwrap().expect("every call back answered");
 }
 
 /// Many calls one after the other: no per-call timer anywhere, so an
@@ -146,4 +190,27 @@ async fn other_tasks_run(c: Connection, stop: mpsc::Sender<()>) {
 #[test]
 fn a_caller_that_never_waits_leaves_room_for_other_tasks() {
     with_peer(true, other_tasks_run);
+}
+
+/// The provider calls the client while the client's calls read their own
+/// answers: a REQUEST a caller reads is held for the reader task, which
+/// serves it (`Dispatcher::Caller`); none is lost or answered twice, and
+/// the caller's own answers still arrive.
+async fn calls_both_ways(c: Connection, stop: mpsc::Sender<()>) {
+    let payload = Bytes::from_static(b"0123456789abcdef");
+    for i in 0..10_000u32 {
+        let got = c.call_raw("echo", payload.clone()).await.unwrap_or_else(|e| panic!("call {i}: {e}"));
+        assert_eq!(got, payload, "call {i}");
+    }
+    stop.send(()).unwrap();
+}
+
+#[test]
+fn calls_from_the_peer_during_own_reads_are_served_on_a_unix_socket() {
+    with_peer_calling(false, 2_000, calls_both_ways);
+}
+
+#[test]
+fn calls_from_the_peer_during_own_reads_are_served_on_shared_memory() {
+    with_peer_calling(true, 2_000, calls_both_ways);
 }
