@@ -25,8 +25,9 @@
 //! without waiting for the rest of the burst: the peer starts on the first
 //! frames while this side produces the next ones. Writing a whole burst at
 //! once made the two processes take turns, each idle while the other
-//! worked (pipelined calls, window 64: 0.78 M calls/s; in batches of 16,
-//! 1.9 M, bench/README.md, round 8).
+//! worked (pipelined 16 B calls on a Unix socket, window 64, low-latency:
+//! 0.69–0.91 M calls/s; in batches of 16, 1.59–1.89 M; bench/README.md,
+//! round 8).
 //!
 //! The queue has a cap (`ConnectionOptions::write_queue`): above it, async
 //! senders wait ([`Writer::ready`]) and the reader stops taking new calls
