@@ -426,26 +426,38 @@ impl Writer {
     /// Marks `n` bytes as written, waking senders held back by the cap
     /// once the queue falls below it.
     fn written(&self, n: usize) {
-        let mut q = self.q.lock().unwrap();
-        let was_high = q.queued > self.cap;
-        q.queued = q.queued.saturating_sub(n);
-        self.mark(&q);
-        if was_high && q.queued <= self.cap {
-            drop(q);
+        let below = self.count_written(&mut self.q.lock().unwrap(), n);
+        if below {
             self.notify_drained();
         }
     }
 
+    /// Counts `n` bytes as written (with the lock held); true if that took
+    /// the queue from over its cap to below it (wake the waiting senders
+    /// once the lock is let go).
+    fn count_written(&self, q: &mut Queue, n: usize) -> bool {
+        let was_high = q.queued > self.cap;
+        q.queued = q.queued.saturating_sub(n);
+        self.mark(q);
+        was_high && q.queued <= self.cap
+    }
+
     /// Puts an unwritten remainder back at the front of the queue, the
-    /// `wrote` bytes before it counted as written.
+    /// `wrote` bytes before it counted as written, and hands the flush to
+    /// the background flusher. The count is made under the same lock as
+    /// the hand-over: from then on the flusher owns the queue, and may
+    /// drain it (counting `queued` down to 0) before this task runs on.
     fn put_back(&self, batch: &mut Vec<Bytes>, wrote: usize) {
         let mut q = self.q.lock().unwrap();
         for b in batch.drain(..).rev() {
             q.segs.push_front(b);
         }
+        let below = self.count_written(&mut q, wrote);
         q.hand_over(Handoff::Stalled);
         drop(q);
-        self.written(wrote);
+        if below {
+            self.notify_drained();
+        }
     }
 
     fn flush_inline(&self) {
