@@ -34,7 +34,6 @@ mod backlog;
 mod calls;
 mod credit;
 mod direct;
-mod gate;
 mod handoff;
 mod handshake;
 mod inbox;

@@ -12,13 +12,12 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use hubwire_frame::frame::{encode_item_head, encode_request_head, encode_response_head, request_body_len, response_body_len};
 use hubwire_frame::{Codec, Frame, Hello, Kind};
-use tokio::sync::{watch, Notify, Semaphore};
+use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::backlog::Backlog;
 use super::calls::{CallTable, Event, OutCall, OutSink};
 use super::credit::RecvWindow;
-use super::gate::{Gate, Place};
 use super::inbox::InboxTx;
 use super::read_state::ReadSide;
 use super::slots::SlotRef;
@@ -38,7 +37,7 @@ pub(crate) struct Core {
     /// We opened the connection: our call ids are odd.
     pub(crate) dialer: bool,
     /// Our outgoing calls in flight, bounded by the peer's `max_calls`.
-    pub(crate) gate: Arc<Gate>,
+    pub(crate) gate: Arc<Semaphore>,
     pub(crate) kick: Kick,
     pub(crate) low_latency: bool,
     /// The reader's state, shared with a caller that reads its own answer
@@ -68,9 +67,8 @@ pub(crate) struct Core {
 pub(crate) struct Started {
     pub(crate) id: u32,
     pub(crate) deadline: Option<Instant>,
-    /// A place of the peer's `max_calls`, given back when the call is
-    /// dropped.
-    pub(crate) _place: Place,
+    /// A slot of the peer's `max_calls`, released when the call is dropped.
+    pub(crate) _permit: OwnedSemaphorePermit,
     /// Where the outcome goes, for a call that answers once (its
     /// [`super::Answer`] frees it).
     pub(crate) slot: Option<SlotRef>,
@@ -97,7 +95,7 @@ impl Core {
             transport,
             writer,
             calls: Mutex::new(CallTable::new(dialer)),
-            gate: Gate::new(peer.max_calls as usize),
+            gate: Arc::new(Semaphore::new(peer.max_calls as usize)),
             peer: Arc::new(peer),
             local,
             dialer,
@@ -248,7 +246,10 @@ impl Core {
         self.check_size(request_body_len(method, input.bytes.len()), "request")?;
         let timeout = timeout.filter(|t| !t.is_zero());
         let deadline = timeout.map(|t| Instant::now() + t);
-        let place = self.gate.take().await.ok_or_else(|| self.closed_error())?;
+        let permit = match self.gate.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => self.gate.clone().acquire_owned().await.map_err(|_| self.closed_error())?,
+        };
         // The task that waits for a single answer is most often this one:
         // registering its waker now saves its first poll a look at the slot.
         let waker = match stream {
@@ -294,7 +295,7 @@ impl Core {
         // (When pipelined, the REQUEST leaves with the background flusher:
         // spinning for its answer first would delay it.)
         let before = self.last_alone.swap(!pipelined, std::sync::atomic::Ordering::Relaxed);
-        Ok(Started { id, deadline, _place: place, slot, alone: !pipelined, sequential: !pipelined && before })
+        Ok(Started { id, deadline, _permit: permit, slot, alone: !pipelined, sequential: !pipelined && before })
     }
 
     /// Abandons a call we started: forgets it and sends CANCEL, if it was
