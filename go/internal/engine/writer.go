@@ -28,13 +28,27 @@ import (
 // them until written).
 //
 // Two exceptions to flushing at once, both so that frames that come in a
-// burst leave in one write (one writev, one wake-up of the peer):
+// burst leave in few writes (one writev, one wake-up of the peer per
+// batchFrames frames) rather than one each:
 //   - while the reader dispatches the frames of one read, the writer is
-//     corked: frames the reader produces meanwhile (CREDIT, PONG, refusals)
-//     are written together at uncork;
+//     corked: frames the reader produces meanwhile (answers of handlers run
+//     inline, CREDIT, PONG, refusals) are written together at uncork;
 //   - a frame sent while other calls are in flight (pipelining: more are
-//     coming) is pushed "soon": the background flusher writes it after
-//     yielding once, so frames of goroutines already runnable join it.
+//     coming) is pushed "soon": the flush is handed to the background
+//     flusher, which writes after yielding once, so frames of goroutines
+//     already runnable join it.
+//
+// Either way a batch is written once it holds batchFrames frames, without
+// waiting for the rest of the burst: the peer starts on the first frames
+// while this side makes the next ones. Writing a whole burst at once made
+// the two processes take turns, each idle while the other worked (as in
+// the Rust runtime: its writer.rs, and bench/README.md round 8). A corked
+// writer then flushes inline; a sender that fills a batch handed to the
+// background flusher, which has not begun it, takes the flush back and
+// writes inline. The background flusher writes only while it holds the
+// hand-over (handed, taken under the lock when it begins): a kick left
+// over from a hand-over taken back is ignored, so two flushers never write
+// at once.
 //
 // Bounds: above its cap (Options.WriteQueue, 4 MiB) queued bytes, stream
 // senders wait (ready) for the queue to drain and the reader holds the
@@ -49,17 +63,21 @@ type writer struct {
 	segs     [][]byte // sealed runs of frames and large payloads, in order
 	spare    []byte   // a written head buffer, reused
 	queued   int
+	frames   int  // frames queued since the last batch was taken
 	flushing bool // a flusher owns the queue (inline or background)
-	bg       bool // ... and it is the background flusher (a stale kick must not make it take over)
-	corked   bool
-	closed   error
-	drained  chan struct{} // closed and replaced when the queue empties or drops to its cap
-	waiting  int           // goroutines waiting on drained (only then is it replaced: no allocation per flush)
+	// handed: the flush (flushing set) is handed to the background
+	// flusher, which has not begun it yet. Set by whoever hands it over,
+	// cleared by the background flusher as it begins, or by a sender that
+	// takes a soon hand-over back (a kick left over is then ignored).
+	handed  handoff
+	corked  bool
+	closed  error
+	drained chan struct{} // closed and replaced when the queue empties or drops to its cap
+	waiting int           // goroutines waiting on drained (only then is it replaced: no allocation per flush)
 
 	inline [][]byte // the inline flusher's batch, reused (one flusher at a time)
 
 	kick chan struct{} // wakes the background flusher; one token
-	soon bool          // the kick was for a pipelined frame: yield before writing
 
 	cap int // queued bytes above which senders wait and the reader holds new calls
 	// high: more than cap is queued (and the writer is open), kept beside
@@ -71,19 +89,49 @@ type writer struct {
 const (
 	copyLimit = 4096
 	maxBatch  = 64 // segments per writev
+	// batchFrames: frames in a batch held back by a cork or handed to the
+	// background flusher at which it is written at once (see the top of
+	// this file): small enough that the peer starts early instead of
+	// waiting for the whole burst, large enough that one writev of 16
+	// small frames costs less than making them. The Rust writer's
+	// BATCH_FRAMES.
+	batchFrames = 16
+)
+
+// handoff says whether, and why, the flush is handed to the background
+// flusher.
+type handoff uint8
+
+const (
+	handNone handoff = iota
+	// handSoon: by a frame pushed soon; the background flusher yields once
+	// before it begins, and a sender that brings the batch to batchFrames
+	// frames meanwhile takes the flush back.
+	handSoon
+	// handStalled: the socket was full; the background flusher waits for room.
+	handStalled
 )
 
 var errWriterClosed = errors.New("connection closed")
 
 func newWriter(t transport.Transport, cap int) *writer {
-	w := &writer{t: t, cap: cap, head: make([]byte, 0, 16<<10), drained: make(chan struct{}), kick: make(chan struct{}, 1)}
+	w := newWriterAlone(t, cap)
 	go w.background()
 	return w
 }
 
+// newWriterAlone is newWriter without its background flusher (tests start
+// it when they choose).
+func newWriterAlone(t transport.Transport, cap int) *writer {
+	return &writer{t: t, cap: cap, head: make([]byte, 0, 16<<10), drained: make(chan struct{}), kick: make(chan struct{}, 1)}
+}
+
 // push queues a frame: head (copied) then payload. It flushes inline
 // unless another goroutine is flushing, the writer is corked, or soon is
-// set. It fails only when the connection is closed.
+// set (then the background flusher writes) — but a batch of batchFrames
+// frames is written at once, corked or not, and if it was handed to the
+// background flusher, not yet begun, this sender takes it back. It fails
+// only when the connection is closed.
 func (w *writer) push(head, payload []byte, soon bool) error {
 	w.mu.Lock()
 	if w.closed != nil {
@@ -99,14 +147,27 @@ func (w *writer) push(head, payload []byte, soon bool) error {
 		w.segs = append(w.segs, payload)
 	}
 	w.queued += len(head) + len(payload)
+	w.frames++
 	w.mark()
-	if w.flushing || w.corked {
+	full := w.frames >= batchFrames
+	if w.flushing {
+		if full && w.handed == handSoon {
+			// Not begun: take it back (the kick left is ignored).
+			w.handed = handNone
+			w.mu.Unlock()
+			w.flushInline()
+			return nil
+		}
+		w.mu.Unlock()
+		return nil
+	}
+	if w.corked && !full {
 		w.mu.Unlock()
 		return nil
 	}
 	w.flushing = true
-	if soon {
-		w.soon, w.bg = true, true
+	if soon && !full {
+		w.handed = handSoon
 		w.mu.Unlock()
 		w.wake()
 		return nil
@@ -165,8 +226,9 @@ func (w *writer) take(batch [][]byte, inline bool) ([][]byte, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.seal()
+	w.frames = 0
 	if len(w.segs) == 0 || w.closed != nil {
-		w.flushing, w.bg = false, false
+		w.flushing = false
 		w.queued = 0
 		w.mark()
 		w.broadcast()
@@ -205,12 +267,12 @@ func (w *writer) done(n int, written [][]byte) {
 	w.mu.Unlock()
 }
 
-// putBack returns an unwritten remainder to the front of the queue.
-// The background flusher owns the queue from here on.
+// putBack returns an unwritten remainder to the front of the queue and
+// hands the flush to the background flusher (the caller then wakes it).
 func (w *writer) putBack(batch [][]byte) {
 	w.mu.Lock()
 	w.segs = append(append(make([][]byte, 0, len(batch)+len(w.segs)), batch...), w.segs...)
-	w.bg = true
+	w.handed = handStalled
 	w.mu.Unlock()
 }
 
@@ -253,26 +315,36 @@ func (w *writer) flushInline() {
 	}
 }
 
+// begin is the background flusher's look at the hand-over after a kick:
+// with take, it takes the hand-over (it is the flusher from then on).
+func (w *writer) begin(take bool) (h handoff, closed bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h = w.handed
+	if take {
+		w.handed = handNone
+	}
+	return h, w.closed != nil
+}
+
 // background is the flusher of last resort: it writes what inline flushes
 // could not (a full socket) and frames pushed soon, waiting for room.
 func (w *writer) background() {
 	var batch [][]byte
 	for {
 		<-w.kick
-		w.mu.Lock()
-		closed, soon, mine := w.closed != nil, w.soon, w.bg
-		w.soon = false
-		w.mu.Unlock()
+		if h, _ := w.begin(false); h == handSoon {
+			// Let goroutines already runnable (callers, handlers) add
+			// their frames to this write; one that fills the batch
+			// meanwhile takes the flush back.
+			runtime.Gosched()
+		}
+		h, closed := w.begin(true)
 		if closed {
 			return
 		}
-		if !mine {
-			continue // a stale kick: an inline flusher owns the queue, or nobody
-		}
-		if soon {
-			// Let goroutines already runnable (callers, handlers) add
-			// their frames to this write.
-			runtime.Gosched()
+		if h == handNone {
+			continue // a stale kick: the flush was taken back, or ended
 		}
 		for {
 			var ok bool
