@@ -4,9 +4,13 @@
 use super::*;
 use std::task::{Context, Poll};
 
-/// Records every write; never blocks.
+/// Records every write; never blocks. A `slow` one sleeps in each write,
+/// so that two tasks writing at once would record out of order.
 #[derive(Default)]
-struct Recorder(Mutex<Vec<Vec<u8>>>);
+struct Recorder {
+    writes: Mutex<Vec<Vec<u8>>>,
+    slow: bool,
+}
 
 impl crate::transport::Transport for Recorder {
     fn try_read(&self, _: &mut BytesMut) -> io::Result<usize> {
@@ -16,9 +20,12 @@ impl crate::transport::Transport for Recorder {
         Poll::Pending
     }
     fn try_write(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        if self.slow {
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        }
         let all: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
         let n = all.len();
-        self.0.lock().unwrap().push(all);
+        self.writes.lock().unwrap().push(all);
         Ok(n)
     }
     fn poll_write(&self, _: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
@@ -31,38 +38,12 @@ impl crate::transport::Transport for Recorder {
     }
 }
 
-/// A [`Recorder`] whose writes take a while: two tasks writing at once
-/// would record out of order.
-#[derive(Default)]
-struct Slow(Recorder);
-
-impl crate::transport::Transport for Slow {
-    fn try_read(&self, buf: &mut BytesMut) -> io::Result<usize> {
-        self.0.try_read(buf)
-    }
-    fn poll_read(&self, cx: &mut Context<'_>, buf: &mut BytesMut) -> Poll<io::Result<usize>> {
-        self.0.poll_read(cx, buf)
-    }
-    fn try_write(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        std::thread::sleep(std::time::Duration::from_micros(20));
-        self.0.try_write(bufs)
-    }
-    fn poll_write(&self, _: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
-        Poll::Ready(self.try_write(bufs))
-    }
-    fn shutdown(&self) {}
-    fn shutdown_write(&self) {}
-    fn describe(&self) -> String {
-        "slow recorder".into()
-    }
-}
-
 fn frame(n: u8) -> impl FnOnce(&mut BytesMut) {
     move |b: &mut BytesMut| b.extend_from_slice(&[n; 3])
 }
 
 fn writes(t: &Recorder) -> Vec<Vec<u8>> {
-    t.0.lock().unwrap().clone()
+    t.writes.lock().unwrap().clone()
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -207,7 +188,7 @@ fn frames_pushed_soon_from_many_threads_leave_once_each_in_order() {
 }
 
 fn many_threads_round(rt: &tokio::runtime::Runtime) {
-    let t = Arc::new(Slow::default());
+    let t = Arc::new(Recorder { slow: true, ..Default::default() });
     let w = rt.block_on(async { Writer::new(t.clone(), 1 << 20) });
     let per = 2000u32;
     rt.block_on(async {
@@ -230,7 +211,7 @@ fn many_threads_round(rt: &tokio::runtime::Runtime) {
         }
         w.flushed().await;
     });
-    let bytes: Vec<u8> = writes(&t.0).concat();
+    let bytes: Vec<u8> = writes(&t).concat();
     assert_eq!(bytes.len(), 4 * per as usize * 3);
     let mut next = [0u32; 4];
     for f in bytes.chunks(3) {
