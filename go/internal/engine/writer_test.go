@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"hubwire.dev/go/transport"
 )
 
 // Batches of batchFrames frames (writer.go): a batch held back by a cork
@@ -82,32 +80,25 @@ func TestASenderThatFillsASoonBatchWritesItItself(t *testing.T) {
 	}
 }
 
-// slow is a transport whose writes take a while (a sleep before the bytes
+// slow is a recorder whose writes take a while (a sleep before the bytes
 // land), so that two flushers writing at once would reorder frames; it
 // counts writes that overlapped.
 type slow struct {
-	transport.Transport
-	mu      sync.Mutex
-	out     []byte
+	recorder
 	writing atomic.Int32
 	overlap atomic.Int32
 }
 
-func (s *slow) write(bufs [][]byte) (int, error) {
+func (s *slow) TryWrite(bufs [][]byte) (int, error) {
 	if s.writing.Add(1) > 1 {
 		s.overlap.Add(1)
 	}
 	defer s.writing.Add(-1)
-	all := bytes.Join(bufs, nil)
 	time.Sleep(20 * time.Microsecond)
-	s.mu.Lock()
-	s.out = append(s.out, all...)
-	s.mu.Unlock()
-	return len(all), nil
+	return s.recorder.TryWrite(bufs)
 }
 
-func (s *slow) TryWrite(bufs [][]byte) (int, error) { return s.write(bufs) }
-func (s *slow) Write(bufs [][]byte) (int, error)    { return s.write(bufs) }
+func (s *slow) Write(bufs [][]byte) (int, error) { return s.TryWrite(bufs) }
 
 func TestSoonFramesOfManySendersArriveOnceAndInOrder(t *testing.T) {
 	const rounds, senders, each = 20, 6, 400
@@ -131,9 +122,7 @@ func TestSoonFramesOfManySendersArriveOnceAndInOrder(t *testing.T) {
 			t.Fatalf("round %d: stalled: %d bytes queued, flushing %v", round, queued, flushing)
 		}
 		w.close("done")
-		s.mu.Lock()
-		out := s.out
-		s.mu.Unlock()
+		out := bytes.Join(s.got(), nil)
 		next := make([]int, senders)
 		for len(out) > 0 {
 			if len(out) < 4 || out[0] != '<' || int(out[1]) >= senders {
