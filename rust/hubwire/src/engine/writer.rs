@@ -396,8 +396,7 @@ impl Writer {
         if batch.capacity() == 0 {
             std::mem::swap(batch, &mut q.spare);
         }
-        let was_high = q.queued > self.cap;
-        q.queued = q.queued.saturating_sub(wrote);
+        let below = self.count_written(&mut q, wrote);
         q.frames = 0;
         q.seal_head();
         if q.segs.is_empty() || q.closed.is_some() {
@@ -412,10 +411,8 @@ impl Writer {
             self.notify_drained();
             return false;
         }
-        self.mark(&q);
         let n = q.segs.len().min(MAX_IOV);
         batch.extend(q.segs.drain(..n));
-        let below = was_high && q.queued <= self.cap;
         drop(q);
         if below {
             self.notify_drained();
