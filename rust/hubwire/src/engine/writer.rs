@@ -55,6 +55,10 @@ const COPY_LIMIT: usize = 4096;
 const BATCH_FRAMES: usize = 16;
 /// Segments per `sendmsg`.
 const MAX_IOV: usize = 64;
+/// Segments up to which a write's slices take a small array: a frame
+/// written alone is one or two (header and payload copied together, or a
+/// large payload beside them).
+const FEW_IOV: usize = 4;
 
 #[derive(Default)]
 struct Queue {
@@ -498,15 +502,8 @@ impl Drop for Waiting<'_> {
 fn write_some(batch: &mut Vec<Bytes>, mut write: impl FnMut(&[IoSlice<'_>]) -> io::Result<usize>) -> io::Result<usize> {
     let mut total = 0;
     while !batch.is_empty() {
-        // On the stack: the hot path does not allocate per write.
-        let mut slices = [IoSlice::new(&[]); MAX_IOV];
-        let n = batch.len().min(MAX_IOV);
-        let mut offered = 0;
-        for (s, b) in slices.iter_mut().zip(batch.iter()) {
-            *s = IoSlice::new(b);
-            offered += b.len();
-        }
-        match write(&slices[..n]) {
+        let (r, offered) = if batch.len() <= FEW_IOV { offer::<FEW_IOV>(batch, &mut write) } else { offer::<MAX_IOV>(batch, &mut write) };
+        match r {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => {
                 total += n;
@@ -521,6 +518,22 @@ fn write_some(batch: &mut Vec<Bytes>, mut write: impl FnMut(&[IoSlice<'_>]) -> i
         }
     }
     Ok(total)
+}
+
+/// Offers the first `N` segments of `batch` to `write`: the result, and
+/// the bytes offered. The slices are on the stack (no allocation per
+/// write), and the array is as small as the batch allows: filling 64
+/// empty slices first cost ~200 instructions per write, a fifth of a
+/// call's writer work when one frame is written at a time.
+fn offer<const N: usize>(batch: &[Bytes], write: &mut impl FnMut(&[IoSlice<'_>]) -> io::Result<usize>) -> (io::Result<usize>, usize) {
+    let mut slices = [IoSlice::new(&[]); N];
+    let n = batch.len().min(N);
+    let mut offered = 0;
+    for (s, b) in slices.iter_mut().zip(batch) {
+        *s = IoSlice::new(b);
+        offered += b.len();
+    }
+    (write(&slices[..n]), offered)
 }
 
 impl Drop for Writer {

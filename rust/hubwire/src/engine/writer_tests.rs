@@ -220,3 +220,32 @@ fn many_threads_round(rt: &tokio::runtime::Runtime) {
         next[task] += 1;
     }
 }
+
+/// `write_some` over batches on both sides of the small slice array and of
+/// `MAX_IOV`, with a writer that takes only part of what it is offered:
+/// every byte leaves once, in order, at most `MAX_IOV` segments a write.
+#[test]
+fn write_some_sends_every_segment_in_order_across_partial_writes() {
+    for count in [1, 2, FEW_IOV, FEW_IOV + 1, MAX_IOV, MAX_IOV + 7] {
+        for take in [1, 5, 64, usize::MAX] {
+            let segs: Vec<Bytes> = (0..count).map(|i| Bytes::from(vec![i as u8; 1 + i % 3])).collect();
+            let want: Vec<u8> = segs.iter().flat_map(|b| b.iter().copied()).collect();
+            let mut batch = segs.clone();
+            let mut got = Vec::new();
+            let mut widest = 0;
+            while !batch.is_empty() {
+                let n = write_some(&mut batch, |s| {
+                    widest = widest.max(s.len());
+                    let all: Vec<u8> = s.iter().flat_map(|b| b.iter().copied()).collect();
+                    let n = all.len().min(take);
+                    got.extend_from_slice(&all[..n]);
+                    Ok(n)
+                })
+                .unwrap();
+                assert!(n > 0, "{count} segments, {take} a write: no progress");
+            }
+            assert_eq!(got, want, "{count} segments, {take} bytes a write");
+            assert!(widest <= MAX_IOV, "{widest} segments in one write");
+        }
+    }
+}
