@@ -4,7 +4,10 @@
 //! caller to find nobody flushing becomes the flusher and writes the queue
 //! itself, in the caller's own task, with one vectored `sendmsg`; callers
 //! that append while it writes leave their frames for it to pick up in its
-//! next call. There is no writer task hop on the fast path. When the socket
+//! next call. There is no writer task hop on the fast path. On a transport
+//! that writes into shared memory ([`Transport::writes_in_memory`](crate::transport::Transport::writes_in_memory)), a
+//! small frame alone in the queue is copied into the ring under the lock
+//! itself ([`Writer::write_held`]). When the socket
 //! is full, the remainder is handed to a background task that waits for
 //! the socket to drain. Small frames are copied into one contiguous buffer;
 //! payloads above `COPY_LIMIT` stay separate `Bytes` segments (no copy).
@@ -41,7 +44,7 @@ use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use tokio::sync::Notify;
 
 use crate::transport::DynTransport;
@@ -304,8 +307,46 @@ impl Writer {
                 q.hand_over(Handoff::Soon);
                 return Ok(Flush::Soon);
             }
+            if q.queued == added && q.segs.is_empty() && self.transport.writes_in_memory() {
+                return Ok(self.write_held(&mut q));
+            }
         }
         Ok(Flush::Now)
+    }
+
+    /// Writes the one small frame in `q.head` while the lock is held (the
+    /// caller just became the flusher): on a transport that writes into
+    /// shared memory, a copy into the ring, which costs less than taking
+    /// the frame out as a batch (a second and third lock, the segment
+    /// lists). `Flush::No` once it is all written; otherwise what was
+    /// written is counted and the caller goes on as the flusher
+    /// (`Flush::Now`), whose next write meets the full ring or the error
+    /// again and deals with it as for any batch.
+    fn write_held(&self, q: &mut Queue) -> Flush {
+        let n = match self.transport.try_write(&[IoSlice::new(&q.head)]) {
+            Ok(n) => n,
+            Err(_) => return Flush::Now,
+        };
+        if n == q.head.len() {
+            // Cleared, not advanced: the buffer keeps its room from the start.
+            q.head.clear();
+        } else {
+            q.head.advance(n);
+        }
+        let below = self.count_written(q, n);
+        if q.queued == 0 {
+            q.frames = 0;
+            q.flushing = false;
+        }
+        if below || q.queued == 0 {
+            // As a batch's flush does when it drains the queue.
+            self.notify_drained();
+        }
+        if q.queued == 0 {
+            Flush::No
+        } else {
+            Flush::Now
+        }
     }
 
     /// Whether more than the cap is queued (and the writer is open).

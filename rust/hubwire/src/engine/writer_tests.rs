@@ -4,12 +4,32 @@
 use super::*;
 use std::task::{Context, Poll};
 
-/// Records every write; never blocks. A `slow` one sleeps in each write,
-/// so that two tasks writing at once would record out of order.
+/// Records every write. A `slow` one sleeps in each write, so that two
+/// tasks writing at once would record out of order. A `ring` one says it
+/// writes into memory (as a shared ring does) and takes at most `room`
+/// bytes (unlimited when `None`), then would block until given more.
 #[derive(Default)]
 struct Recorder {
     writes: Mutex<Vec<Vec<u8>>>,
     slow: bool,
+    ring: bool,
+    room: Mutex<Option<usize>>,
+    /// A writer waiting for room.
+    waiting: Mutex<Option<std::task::Waker>>,
+}
+
+impl Recorder {
+    fn ring(room: usize) -> Recorder {
+        Recorder { ring: true, room: Mutex::new(Some(room)), ..Default::default() }
+    }
+
+    /// Gives `n` more bytes of room and wakes a writer waiting for it.
+    fn free(&self, n: usize) {
+        *self.room.lock().unwrap().get_or_insert(0) += n;
+        if let Some(w) = self.waiting.lock().unwrap().take() {
+            w.wake();
+        }
+    }
 }
 
 impl crate::transport::Transport for Recorder {
@@ -23,13 +43,27 @@ impl crate::transport::Transport for Recorder {
         if self.slow {
             std::thread::sleep(std::time::Duration::from_micros(20));
         }
-        let all: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+        let mut all: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+        if let Some(room) = self.room.lock().unwrap().as_mut() {
+            if *room == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            all.truncate(*room);
+            *room -= all.len();
+        }
         let n = all.len();
         self.writes.lock().unwrap().push(all);
         Ok(n)
     }
-    fn poll_write(&self, _: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
-        Poll::Ready(self.try_write(bufs))
+    fn poll_write(&self, cx: &mut Context<'_>, bufs: &[IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        *self.waiting.lock().unwrap() = Some(cx.waker().clone());
+        match self.try_write(bufs) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Poll::Pending,
+            r => Poll::Ready(r),
+        }
+    }
+    fn writes_in_memory(&self) -> bool {
+        self.ring
     }
     fn shutdown(&self) {}
     fn shutdown_write(&self) {}
@@ -248,4 +282,38 @@ fn write_some_sends_every_segment_in_order_across_partial_writes() {
             assert!(widest <= MAX_IOV, "{widest} segments in one write");
         }
     }
+}
+
+/// On a transport that writes into memory, a frame alone is written while
+/// the queue's lock is held (`write_held`); a frame that does not fit
+/// leaves its rest to the background flusher, and frames pushed meanwhile
+/// queue behind it. A corked writer still holds frames back.
+#[tokio::test(flavor = "current_thread")]
+async fn a_frame_alone_on_a_ring_is_written_at_once_and_what_does_not_fit_follows() {
+    let t = Arc::new(Recorder::ring(5));
+    let w = Writer::new(t.clone(), 1 << 20);
+    tokio::task::yield_now().await;
+    w.push(frame(1), &Bytes::from_static(b"pq")).unwrap();
+    assert_eq!(writes(&t), [vec![1, 1, 1, b'p', b'q']]);
+    assert_eq!(w.queued(), 0);
+    t.free(2);
+    w.push(frame(2), &Bytes::from_static(b"r")).unwrap();
+    assert_eq!(writes(&t)[1], [2, 2], "what fits is written at once");
+    assert_eq!(w.queued(), 2);
+    w.push(frame(3), &Bytes::new()).unwrap();
+    assert_eq!(writes(&t).len(), 2, "a frame behind a stalled one waits its turn");
+    t.free(100);
+    w.flushed().await;
+    let all: Vec<u8> = writes(&t).concat();
+    assert_eq!(all, [1, 1, 1, b'p', b'q', 2, 2, 2, b'r', 3, 3, 3]);
+    assert_eq!(w.queued(), 0);
+    w.cork();
+    w.push(frame(4), &Bytes::new()).unwrap();
+    w.push(frame(5), &Bytes::new()).unwrap();
+    let before = writes(&t).len();
+    assert_eq!(before, writes(&t).len(), "nothing written while corked");
+    w.uncork();
+    assert_eq!(writes(&t)[before..], [vec![4, 4, 4, 5, 5, 5]]);
+    w.push(frame(6), &Bytes::new()).unwrap();
+    assert_eq!(writes(&t).last().unwrap(), &[6, 6, 6], "alone again: written at once");
 }

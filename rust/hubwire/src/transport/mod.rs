@@ -108,6 +108,17 @@ pub trait Transport: Send + Sync + 'static {
         false
     }
 
+    /// Whether a write is a copy into memory the peer reads (a shared
+    /// ring): it never waits, and makes a system call only to wake a
+    /// parked reader. The writer then writes a small frame that is alone
+    /// in its queue while it holds the queue's lock (`engine/writer.rs`),
+    /// instead of taking it out as a batch. The default (a socket, whose
+    /// every write is a system call that other senders must not wait
+    /// behind) is false; a wrapper passes it on.
+    fn writes_in_memory(&self) -> bool {
+        false
+    }
+
     // ---- Descriptors with the bytes (fd_pass.rs) ---------------------------
 
     /// Whether descriptors can travel with this transport's bytes (a Unix

@@ -186,6 +186,10 @@ impl Transport for Ladder {
         }
     }
 
+    fn writes_in_memory(&self) -> bool {
+        self.write_ring.load(Ordering::Acquire)
+    }
+
     fn try_write(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         match self.ring(&self.write_ring) {
             None => self.socket.try_write(bufs),
