@@ -6,7 +6,7 @@
 //! that append while it writes leave their frames for it to pick up in its
 //! next call. There is no writer task hop on the fast path. On a transport
 //! that writes into shared memory ([`Transport::writes_in_memory`](crate::transport::Transport::writes_in_memory)), a
-//! small frame alone in the queue is copied into the ring under the lock
+//! queue of small frames is copied into the ring under the lock
 //! itself ([`Writer::write_held`]). When the socket
 //! is full, the remainder is handed to a background task that waits for
 //! the socket to drain. Small frames are copied into one contiguous buffer;
@@ -56,6 +56,10 @@ const COPY_LIMIT: usize = 4096;
 /// enough that the peer starts early, large enough that a `sendmsg` of
 /// 16 small frames costs less than their encoding.
 const BATCH_FRAMES: usize = 16;
+/// The most bytes [`Writer::write_held`] copies while it holds the queue's
+/// lock: a batch of small frames (16 × 1 KiB), a few microseconds of
+/// other senders' wait at most.
+const HELD_LIMIT: usize = 16 * 1024;
 /// Segments per `sendmsg`.
 const MAX_IOV: usize = 64;
 /// Segments up to which a write's slices take a small array: a frame
@@ -264,6 +268,9 @@ impl Writer {
                 return;
             }
             q.flushing = true;
+            if self.holds_small(&q) && self.write_held(&mut q) == Flush::No {
+                return;
+            }
         }
         self.flush_inline();
     }
@@ -307,18 +314,26 @@ impl Writer {
                 q.hand_over(Handoff::Soon);
                 return Ok(Flush::Soon);
             }
-            if q.queued == added && q.segs.is_empty() && self.transport.writes_in_memory() {
+            if self.holds_small(&q) {
                 return Ok(self.write_held(&mut q));
             }
         }
         Ok(Flush::Now)
     }
 
-    /// Writes the one small frame in `q.head` while the lock is held (the
-    /// caller just became the flusher): on a transport that writes into
-    /// shared memory, a copy into the ring, which costs less than taking
-    /// the frame out as a batch (a second and third lock, the segment
-    /// lists). `Flush::No` once it is all written; otherwise what was
+    /// Whether what is queued may be written with [`Writer::write_held`]:
+    /// the transport writes into memory, and the queue is small frames
+    /// only, all in `head` (no payload kept as a segment of its own, no
+    /// remainder of a stalled write).
+    fn holds_small(&self, q: &Queue) -> bool {
+        q.segs.is_empty() && q.head.len() <= HELD_LIMIT && q.queued == q.head.len() && self.transport.writes_in_memory()
+    }
+
+    /// Writes the small frames in `q.head` while the lock is held (the
+    /// caller just became the flusher; [`Writer::holds_small`]): on a
+    /// transport that writes into shared memory, a copy into the ring,
+    /// which costs less than taking the frames out as a batch (a second
+    /// and third lock, the segment lists). `Flush::No` once it is all written; otherwise what was
     /// written is counted and the caller goes on as the flusher
     /// (`Flush::Now`), whose next write meets the full ring or the error
     /// again and deals with it as for any batch.
