@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use hubwire::transport::{DynTransport, Transport};
-use hubwire::{ConnectionOptions, Error, Incoming, MethodInfo, ServeFuture, Service};
+use hubwire::{ConnectionOptions, Error, Incoming, MethodInfo, ServeFuture, Service, Work};
 use tokio::time::Instant;
 
 /// What one connection has been doing.
@@ -176,13 +176,20 @@ impl Service for Counted {
     }
 
     fn call(&self, call: Incoming) -> Result<ServeFuture, Error> {
+        self.start(call).map(Work::into_future)
+    }
+
+    fn start(&self, call: Incoming) -> Result<Work, Error> {
         self.activity.in_flight.fetch_add(1, Ordering::Relaxed);
         let guard = InFlight(self.activity.clone());
-        let work = self.inner.call(call)?;
-        Ok(Box::pin(async move {
-            let _guard = guard;
-            work.await
-        }))
+        match self.inner.start(call)? {
+            // Answered already: in flight only while it was computed.
+            Work::Done(r) => Ok(Work::Done(r)),
+            Work::Future(work) => Ok(Work::Future(Box::pin(async move {
+                let _guard = guard;
+                work.await
+            }))),
+        }
     }
 }
 

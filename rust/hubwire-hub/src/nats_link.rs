@@ -18,7 +18,7 @@ use std::time::Duration;
 use async_nats::Client;
 use hubwire::nats::{CallCounts, DialOptions, NatsListener, Offer, Target};
 use hubwire::transport::{self, DynTransport};
-use hubwire::{Error, Incoming, MethodInfo, ServeFuture, Service};
+use hubwire::{Error, Incoming, MethodInfo, ServeFuture, Service, Work};
 
 use crate::registry::{Registry, RESERVED_PREFIX};
 use crate::remote::{BoxFuture, LinkDialer};
@@ -76,9 +76,13 @@ impl<S: Service> Service for Counted<S> {
     }
 
     fn call(&self, call: Incoming) -> Result<ServeFuture, Error> {
+        self.start(call).map(Work::into_future)
+    }
+
+    fn start(&self, call: Incoming) -> Result<Work, Error> {
         self.calls.count(call.method());
         self.served.calls.fetch_add(1, Ordering::Relaxed);
-        self.inner.call(call)
+        self.inner.start(call)
     }
 }
 

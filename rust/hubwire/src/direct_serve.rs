@@ -21,9 +21,10 @@ use std::time::Duration;
 use hubwire_frame::MethodInfo;
 use tokio::sync::Notify;
 
+use crate::codec::Payload;
 use crate::connection::Connection;
 use crate::direct::{DirectReport, REPORT_METHOD};
-use crate::engine::{ConnectionOptions, DirectHook, Handoff, Incoming, ServeFuture, Service};
+use crate::engine::{ConnectionOptions, DirectHook, Handoff, Incoming, ServeFuture, Service, Work};
 use crate::errors::{Code, Error};
 use crate::transport::fd::FdTransport;
 use crate::transport::DynTransport;
@@ -65,16 +66,25 @@ impl Service for Counted {
     }
 
     fn call(&self, call: Incoming) -> Result<ServeFuture, Error> {
+        self.start(call).map(Work::into_future)
+    }
+
+    fn start(&self, call: Incoming) -> Result<Work, Error> {
         if !self.on.load(Relaxed) {
-            return self.inner.call(call);
+            return self.inner.start(call);
         }
         let served = self.served.clone();
-        match self.inner.call(call) {
-            Ok(fut) => Ok(Box::pin(async move {
+        let code = |r: &Result<Option<Payload>, Error>| r.as_ref().err().map_or(Code::Ok, Error::code);
+        match self.inner.start(call) {
+            Ok(Work::Done(r)) => {
+                served.count(code(&r));
+                Ok(Work::Done(r))
+            }
+            Ok(Work::Future(fut)) => Ok(Work::Future(Box::pin(async move {
                 let r = fut.await;
-                served.count(r.as_ref().err().map_or(Code::Ok, Error::code));
+                served.count(code(&r));
                 r
-            })),
+            }))),
             Err(e) => {
                 served.count(e.code());
                 Err(e)

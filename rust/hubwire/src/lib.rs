@@ -64,7 +64,7 @@ pub use codec::{Codec, Message, Payload, Raw};
 pub use connection::Connection;
 pub use context::CallContext;
 pub use engine::wait;
-pub use engine::{ConnectionOptions, Incoming, ServeFuture, Service, WaitMode, DEFAULT_SHM_MAX_CONNECTIONS, DEFAULT_SHM_RING};
+pub use engine::{ConnectionOptions, Incoming, ServeFuture, Service, WaitMode, Work, DEFAULT_SHM_MAX_CONNECTIONS, DEFAULT_SHM_RING};
 pub use errors::{Code, Error};
 pub use hubwire_frame as frame;
 pub use hubwire_frame::{Hello, Kind, MethodInfo, PeerInfo, Token};

@@ -11,7 +11,7 @@ use crate::provider::accept_loop;
 pub use crate::transport::nats::{
     connect, connect_with, CallCounts, DialOptions, LinkInfo, NatsError, NatsListener, Offer, Target, LINK_PENDING,
 };
-use crate::{Connection, ConnectionOptions, Error, Incoming, MethodInfo, ServeFuture, Service};
+use crate::{Connection, ConnectionOptions, Error, Incoming, MethodInfo, ServeFuture, Service, Work};
 
 impl From<NatsError> for Error {
     fn from(e: NatsError) -> Error {
@@ -105,7 +105,11 @@ impl<S: Service> Service for Counted<S> {
     }
 
     fn call(&self, call: Incoming) -> Result<ServeFuture, Error> {
+        self.start(call).map(Work::into_future)
+    }
+
+    fn start(&self, call: Incoming) -> Result<Work, Error> {
         self.calls.count(call.method());
-        self.inner.call(call)
+        self.inner.start(call)
     }
 }

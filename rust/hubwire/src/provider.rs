@@ -8,7 +8,10 @@
 //!
 //! A handler is first polled once on the connection's reader (in either
 //! wait mode), so one that answers without waiting costs no task at all;
-//! one that waits then runs in a task of its own. The flip side is that a
+//! one that waits then runs in a task of its own. A unary handler that
+//! never waits can be registered as a plain function
+//! ([`Provider::unary_sync`]): it is called on the reader and answers with
+//! no future at all (no allocation per call). The flip side is that a
 //! handler that computes for long before its first `.await` holds up the
 //! other calls on that connection meanwhile: register its method with
 //! [`Provider::in_task`] (it then starts in its own task), or put the work
@@ -26,12 +29,12 @@ use crate::codec::{Codec, Message, Payload};
 use crate::connection::Connection;
 use crate::context::CallContext;
 use crate::direct_serve::DirectServe;
-use crate::engine::{ConnectionOptions, IdHasher, Incoming, ServeFuture, Service};
+use crate::engine::{panic_message, ConnectionOptions, IdHasher, Incoming, ServeFuture, Service, Work};
 use crate::errors::{Code, Error};
 use crate::stream::{ItemSink, ItemStream};
 use crate::transport::{self, DynTransport, Listener};
 
-type HandlerFn = dyn Fn(CallContext, Incoming) -> Result<ServeFuture, Error> + Send + Sync;
+type HandlerFn = dyn Fn(CallContext, Incoming) -> Result<Work, Error> + Send + Sync;
 
 struct Method {
     info: MethodInfo,
@@ -40,6 +43,8 @@ struct Method {
     handler: Box<HandlerFn>,
     /// Never polled on the reader ([`Provider::in_task`]).
     in_task: bool,
+    /// Registered with [`Provider::unary_sync`]: it answers on the reader.
+    sync: bool,
 }
 
 /// A set of methods under a name.
@@ -91,7 +96,7 @@ impl Provider {
     fn add(mut self, name: &str, kind: Kind, input: Value, output: Value, handler: Box<HandlerFn>) -> Provider {
         assert!(!name.is_empty() && name.len() <= 255, "method name must be 1-255 bytes: {name:?}");
         let info = MethodInfo { name: name.into(), kind, input, output, errors: None, doc: None };
-        if self.methods.insert(name.into(), Method { info, name: name.into(), handler, in_task: false }).is_none() {
+        if self.methods.insert(name.into(), Method { info, name: name.into(), handler, in_task: false, sync: false }).is_none() {
             self.order.push(name.into());
         }
         self
@@ -107,12 +112,42 @@ impl Provider {
         Fut: Future<Output = Result<O, Error>> + Send + 'static,
     {
         let method: Arc<str> = name.into();
-        let handler = Box::new(move |ctx, call: Incoming| -> Result<ServeFuture, Error> {
+        let handler = Box::new(move |ctx, call: Incoming| -> Result<Work, Error> {
             let wanted = call.input.codec;
             let fut = f(ctx, decode_input::<I>(&method, call.input)?);
-            Ok(Box::pin(async move { encode_output(&fut.await.map_err(|e| failure_in(e, wanted))?, wanted) }))
+            Ok(Work::Future(Box::pin(async move { encode_output(&fut.await.map_err(|e| failure_in(e, wanted))?, wanted) })))
         });
         self.add(name, Kind::Unary, I::schema(), O::schema(), handler)
+    }
+
+    /// Registers a unary method whose handler never waits: a plain
+    /// function `f(ctx, input) -> Result<output, Error>`, called on the
+    /// connection's reader as the REQUEST is read. The call then costs no
+    /// future, no allocation and no task: for handlers that answer from
+    /// what they are given or hold (an echo, a lookup, a computation of a
+    /// few microseconds). The other calls on the connection wait while it
+    /// runs, so a handler that may take long, or has to wait for anything,
+    /// belongs in [`Provider::unary`]. A panic is a `defect` for that call,
+    /// as in any handler.
+    pub fn unary_sync<I, O, F>(self, name: &str, f: F) -> Provider
+    where
+        I: Message,
+        O: Message,
+        F: Fn(CallContext, I) -> Result<O, Error> + Send + Sync + 'static,
+    {
+        let method: Arc<str> = name.into();
+        let handler = Box::new(move |ctx, call: Incoming| -> Result<Work, Error> {
+            let wanted = call.input.codec;
+            let input = decode_input::<I>(&method, call.input)?;
+            let out = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(ctx, input))) {
+                Ok(out) => out.map_err(|e| failure_in(e, wanted)).and_then(|o| encode_output(&o, wanted)),
+                Err(panic) => Err(Error::defect(format!("handler panicked: {}", panic_message(&*panic)))),
+            };
+            Ok(Work::Done(out))
+        });
+        let mut p = self.add(name, Kind::Unary, I::schema(), O::schema(), handler);
+        p.methods.get_mut(name).expect("just added").sync = true;
+        p
     }
 
     /// Registers a server-streaming method: `f(ctx, input, sink)`.
@@ -124,11 +159,11 @@ impl Provider {
         Fut: Future<Output = Result<(), Error>> + Send + 'static,
     {
         let method: Arc<str> = name.into();
-        let handler = Box::new(move |ctx, mut call: Incoming| -> Result<ServeFuture, Error> {
+        let handler = Box::new(move |ctx, mut call: Incoming| -> Result<Work, Error> {
             let sink = call.take_sink::<O>().expect("a server_stream call has a sink");
             let wanted = call.input.codec;
             let fut = f(ctx, decode_input::<I>(&method, call.input)?, sink);
-            Ok(Box::pin(async move { fut.await.map(|()| None).map_err(|e| failure_in(e, wanted)) }))
+            Ok(Work::Future(Box::pin(async move { fut.await.map(|()| None).map_err(|e| failure_in(e, wanted)) })))
         });
         self.add(name, Kind::ServerStream, I::schema(), O::schema(), handler)
     }
@@ -141,10 +176,10 @@ impl Provider {
         F: Fn(CallContext, ItemStream<I>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<O, Error>> + Send + 'static,
     {
-        let handler = Box::new(move |ctx, mut call: Incoming| -> Result<ServeFuture, Error> {
+        let handler = Box::new(move |ctx, mut call: Incoming| -> Result<Work, Error> {
             let wanted = call.input.codec;
             let fut = f(ctx, call.take_items::<I>().expect("a client_stream call has items"));
-            Ok(Box::pin(async move { encode_output(&fut.await.map_err(|e| failure_in(e, wanted))?, wanted) }))
+            Ok(Work::Future(Box::pin(async move { encode_output(&fut.await.map_err(|e| failure_in(e, wanted))?, wanted) })))
         });
         self.add(name, Kind::ClientStream, I::schema(), O::schema(), handler)
     }
@@ -157,12 +192,12 @@ impl Provider {
         F: Fn(CallContext, ItemStream<I>, ItemSink<O>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), Error>> + Send + 'static,
     {
-        let handler = Box::new(move |ctx, mut call: Incoming| -> Result<ServeFuture, Error> {
+        let handler = Box::new(move |ctx, mut call: Incoming| -> Result<Work, Error> {
             let items = call.take_items::<I>().expect("a bidi call has items");
             let sink = call.take_sink::<O>().expect("a bidi call has a sink");
             let wanted = call.input.codec;
             let fut = f(ctx, items, sink);
-            Ok(Box::pin(async move { fut.await.map(|()| None).map_err(|e| failure_in(e, wanted)) }))
+            Ok(Work::Future(Box::pin(async move { fut.await.map(|()| None).map_err(|e| failure_in(e, wanted)) })))
         });
         self.add(name, Kind::Bidi, I::schema(), O::schema(), handler)
     }
@@ -188,8 +223,11 @@ impl Provider {
     /// start, never on the connection's reader: for a handler that computes
     /// before its first `.await`, which would otherwise hold up the other
     /// calls on the connection while it does. Costs a task per call.
+    /// Panics for a method registered with [`Provider::unary_sync`], which
+    /// runs on the reader by definition.
     pub fn in_task(mut self, name: &str) -> Provider {
         let m = self.methods.get_mut(name).unwrap_or_else(|| panic!("in_task: no method {name:?}"));
+        assert!(!m.sync, "in_task: {name:?} is registered with unary_sync, which runs on the reader; register it with unary");
         m.in_task = true;
         self
     }
@@ -260,6 +298,10 @@ impl Service for Provider {
     }
 
     fn call(&self, call: Incoming) -> Result<ServeFuture, Error> {
+        self.start(call).map(Work::into_future)
+    }
+
+    fn start(&self, call: Incoming) -> Result<Work, Error> {
         let Some(m) = self.methods.get(call.method()) else {
             return Err(Error::new(Code::UnknownMethod, format!("unknown method {:?}; offered: {:?}", call.method(), self.order)));
         };
@@ -267,16 +309,18 @@ impl Service for Provider {
             let (is, asked) = (m.info.kind.name(), call.kind().name());
             return Err(Error::invalid_argument(format!("method {:?} is {is}, called as {asked}", call.method())));
         }
-        let work = (m.handler)(call.context_named(m.name.clone()), call)?;
-        if !m.in_task {
-            return Ok(work);
+        match (m.handler)(call.context_named(m.name.clone()), call)? {
+            Work::Future(work) if m.in_task => {
+                // The engine's first poll, on the reader, only meets the
+                // yield; the handler's own code starts when its task polls
+                // again.
+                Ok(Work::Future(Box::pin(async move {
+                    tokio::task::yield_now().await;
+                    work.await
+                })))
+            }
+            work => Ok(work),
         }
-        // The engine's first poll, on the reader, only meets the yield; the
-        // handler's own code starts when its task polls again.
-        Ok(Box::pin(async move {
-            tokio::task::yield_now().await;
-            work.await
-        }))
     }
 }
 
@@ -329,5 +373,43 @@ mod tests {
         assert_eq!(here[0], here[1], "inline handlers run in the connection's reader");
         assert_ne!(there, here[0], "an in_task handler does not run in the reader");
         assert_ne!(there, there_again, "each in_task call has its own task");
+    }
+
+    /// A `unary_sync` method answers on the reader with no future: its
+    /// output, its typed failure (in the call's codec), a refusal of input
+    /// that does not decode, and a panic as a `defect` of that call only.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_sync_handler_answers_on_the_reader_with_its_output_failure_or_panic() {
+        use crate::{CallOptions, Code, Codec, Error};
+        let p = Provider::new("p")
+            .unary("async_task", |_ctx, (): ()| async move { Ok(task()) })
+            .unary_sync("task", |_ctx, (): ()| Ok(task()))
+            .unary_sync("double", |_ctx, x: u32| match x {
+                0 => Err(Error::failure(&"zero".to_string())),
+                13 => panic!("thirteen"),
+                x => Ok(x * 2),
+            });
+        let pair = testing::pair(p).await;
+        let c = &pair.client;
+        let reader: String = c.call("async_task", &()).await.unwrap();
+        assert_eq!(c.call::<(), String>("task", &()).await.unwrap(), reader, "called on the reader");
+        assert_eq!(c.call::<u32, u32>("double", &21).await.unwrap(), 42);
+        let json = CallOptions { codec: Some(Codec::Json), ..Default::default() };
+        assert_eq!(c.call_with::<u32, u32>("double", &21, &json).await.unwrap(), 42);
+        let e = c.call_with::<u32, u32>("double", &0, &json).await.unwrap_err();
+        assert_eq!(e.code(), Code::Failure);
+        assert_eq!(e.failure_value::<String>().unwrap().unwrap(), "zero");
+        let e = c.call::<String, u32>("double", &"x".to_string()).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{e}");
+        let e = c.call::<u32, u32>("double", &13).await.unwrap_err();
+        assert_eq!(e.code(), Code::Defect);
+        assert!(e.message().contains("handler panicked: thirteen"), "{e}");
+        assert_eq!(c.call::<u32, u32>("double", &1).await.unwrap(), 2, "the connection lives on");
+    }
+
+    #[test]
+    #[should_panic(expected = "registered with unary_sync")]
+    fn in_task_refuses_a_sync_method() {
+        let _ = Provider::new("p").unary_sync("m", |_ctx, (): ()| Ok(())).in_task("m");
     }
 }

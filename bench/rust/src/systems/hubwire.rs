@@ -24,12 +24,14 @@ use crate::payload::{shape, Msg, Payload, Structured};
 use crate::runner::Target;
 use crate::serve::{ready, Listen};
 
-/// The methods every hubwire server in the bench offers.
+/// The methods every hubwire server in the bench offers. The echoes never
+/// wait, so they are registered as an application would register them:
+/// with `unary_sync`, answered on the reader with no future per call.
 pub fn provider() -> Provider {
     Provider::new("bench")
-        .unary("echo", |_ctx, x: Raw| async move { Ok(x) })
-        .unary("echo_doc", |_ctx, x: Value| async move { Ok(x) })
-        .unary("echo_msg", |_ctx, x: Msg| async move { Ok(x) })
+        .unary_sync("echo", |_ctx, x: Raw| Ok(x))
+        .unary_sync("echo_doc", |_ctx, x: Value| Ok(x))
+        .unary_sync("echo_msg", |_ctx, x: Msg| Ok(x))
         // `hubwire-server-stream` (over NATS): the item, n times.
         .server_stream("repeat", |_ctx, (n, item): (u64, serde_bytes::ByteBuf), sink: ItemSink<Raw>| async move {
             let item = Raw(bytes::Bytes::from(item.into_vec()));

@@ -56,7 +56,8 @@ pub use handoff::{DirectHook, Handoff};
 pub(crate) use handshake::open;
 pub(crate) use inbox::InboxTx;
 pub use options::{ConnectionOptions, RouterFactory, DEFAULT_SHM_MAX_CONNECTIONS, DEFAULT_SHM_RING};
-pub use serve::{Incoming, ServeFuture, Service};
+pub(crate) use serve::panic_message;
+pub use serve::{Incoming, ServeFuture, Service, Work};
 pub(crate) use state::{Core, Started};
 pub use wait::WaitMode;
 

@@ -53,6 +53,35 @@ pub trait Service: Send + Sync + 'static {
     /// of its own. Work that computes for long before its first await
     /// should yield first (`tokio::task::yield_now`).
     fn call(&self, call: Incoming) -> Result<ServeFuture, Error>;
+
+    /// Starts one call as the engine does: like [`Service::call`], but a
+    /// service that has the outcome at once, without a future (a method
+    /// registered with [`Provider::unary_sync`](crate::Provider::unary_sync)),
+    /// returns it as [`Work::Done`]: the call then costs no allocation and
+    /// no poll. The default is `call`'s work. A service that wraps another
+    /// passes this on, so that the inner service's answers stay free.
+    fn start(&self, call: Incoming) -> Result<Work, Error> {
+        self.call(call).map(Work::Future)
+    }
+}
+
+/// What [`Service::start`] makes of a call.
+pub enum Work {
+    /// The outcome, computed already.
+    Done(Result<Option<Payload>, Error>),
+    /// The work that produces it: polled once on the reader, then, if it
+    /// waits, in a task of its own.
+    Future(ServeFuture),
+}
+
+impl Work {
+    /// As a future, for code that wants one whatever the work is.
+    pub fn into_future(self) -> ServeFuture {
+        match self {
+            Work::Done(r) => Box::pin(std::future::ready(r)),
+            Work::Future(f) => f,
+        }
+    }
 }
 
 /// One call handed to a [`Service`]: what was asked, and the halves of its
@@ -165,8 +194,9 @@ pub(crate) fn on_request(
         core.send_response(id, result, more);
         Ok(false)
     };
-    let mut work = match std::panic::catch_unwind(AssertUnwindSafe(|| service.call(call))) {
-        Ok(Ok(work)) => CatchUnwind(work),
+    let mut work = match std::panic::catch_unwind(AssertUnwindSafe(|| service.start(call))) {
+        Ok(Ok(Work::Done(result))) => return answer(served, cancel, result),
+        Ok(Ok(Work::Future(work))) => CatchUnwind(work),
         Ok(Err(refused)) => return answer(served, cancel, Err(refused)),
         Err(panic) => return answer(served, cancel, Err(Error::defect(format!("service panicked: {}", panic_message(&*panic))))),
     };
@@ -254,7 +284,7 @@ impl Future for CatchUnwind {
     }
 }
 
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     panic
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
