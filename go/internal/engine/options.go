@@ -34,7 +34,9 @@ type Options struct {
 	// Window is the credit we grant per stream we receive (default 64).
 	Window uint32
 	// MaxCalls is how many calls we serve at once before answering
-	// resource_exhausted (default 4096).
+	// resource_exhausted (default 4096). A call counts until its RESPONSE
+	// is queued, so that is also how many answers may still queue for a
+	// peer that does not read once WriteQueue is reached.
 	MaxCalls uint32
 	// HandshakeTimeout bounds the wait for the peer's HELLO (default 10 s).
 	HandshakeTimeout time.Duration

@@ -85,7 +85,7 @@ func (c *Core) onRequest(f *frame.Frame, last bool) (inlined, handedOff bool, fe
 		method = string(f.Method)
 	}
 	if c.service == nil {
-		c.sendResponse(id, Payload{}, Errorf(frame.UnknownMethod, "unknown method %q: this side offers no methods", method), false)
+		c.sendResponse(id, Payload{}, Errorf(frame.UnknownMethod, "unknown method %q: this side offers no methods", method), false, false)
 		return false, false, nil
 	}
 	s := &served{}
@@ -113,12 +113,12 @@ func (c *Core) onRequest(f *frame.Frame, last bool) (inlined, handedOff bool, fe
 	switch {
 	case c.calls.draining:
 		refusal = unavailable("provider is draining (GOAWAY); retry elsewhere")
-	case len(c.calls.served) >= int(c.local.MaxCalls):
+	case len(c.calls.served)+int(c.answering.Load()) >= int(c.local.MaxCalls):
 		refusal = Errorf(frame.ResourceExhausted, "too many calls in flight: the limit (max_calls) is %d", c.local.MaxCalls)
 	}
 	if refusal != nil {
 		c.mu.Unlock()
-		c.sendResponse(id, Payload{}, refusal, false)
+		c.sendResponse(id, Payload{}, refusal, false, false)
 		return false, false, nil
 	}
 	c.calls.served[id] = s
@@ -177,12 +177,19 @@ func AsError(e error) *Error {
 // finish forgets a served call and sends its RESPONSE, unless it was
 // already finished (cancelled, deadline, connection died). The entry is
 // removed only if it is still this call: once a call was cancelled the
-// peer may reuse its id at once.
+// peer may reuse its id at once. It is removed before the RESPONSE is
+// queued, as the peer may reuse the id once it has that; but the call
+// keeps its max_calls slot (answering) until the RESPONSE is queued: the
+// goroutine may wait a while in between (for a processor, or the writer's
+// lock), and a reader that took a new call in its place meanwhile would
+// let more than max_calls answers queue for a peer that does not read
+// (spec/PROTOCOL.md §7.4).
 func (c *Core) finish(s *served, p Payload, err *Error, ctxErr error) {
 	c.mu.Lock()
 	live := c.calls.served[s.ctx.ID] == s
 	if live {
 		delete(c.calls.served, s.ctx.ID)
+		c.answering.Add(1)
 	}
 	more := len(c.calls.served) > 0
 	if c.calls.draining && c.calls.idle() {
@@ -197,5 +204,5 @@ func (c *Core) finish(s *served, p Payload, err *Error, ctxErr error) {
 		why = errCallEnded
 	}
 	s.cancel(ctxErr, why)
-	c.sendResponse(s.ctx.ID, p, err, more)
+	c.sendResponse(s.ctx.ID, p, err, more, true)
 }

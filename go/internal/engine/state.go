@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"hubwire.dev/go/frame"
@@ -39,6 +40,14 @@ type Core struct {
 	mu    sync.Mutex
 	calls callTable
 	idle  chan struct{} // closed when a draining connection runs out of calls
+
+	// answering: calls served that have left calls.served (so the peer
+	// may reuse their ids once it has their RESPONSE) but whose RESPONSE
+	// is not queued yet. Each still holds its max_calls slot: freed as
+	// the RESPONSE is queued (sendResponse), not before, so that answers
+	// queued for a peer that does not read stay bounded by max_calls
+	// (spec/PROTOCOL.md §7.4) however long their goroutines wait to queue them.
+	answering atomic.Int32
 
 	// gate holds one token per call of ours in flight: the peer's
 	// max_calls. Calls beyond it queue here rather than be refused there.
@@ -101,8 +110,13 @@ func (c *Core) sendItem(id uint32, p Payload) error {
 
 // sendResponse sends a RESPONSE; soon when other served calls are in
 // flight (the write may then wait for theirs). A response over the
-// caller's max_frame is replaced by too_large.
-func (c *Core) sendResponse(id uint32, p Payload, err *Error, soon bool) {
+// caller's max_frame is replaced by too_large. served: it ends a served
+// call, whose max_calls slot (answering) is freed as it is queued.
+func (c *Core) sendResponse(id uint32, p Payload, err *Error, soon, served bool) {
+	var slot *atomic.Int32
+	if served {
+		slot = &c.answering
+	}
 	code, msg := frame.OK, ""
 	if err != nil {
 		code, msg, p = err.Code, err.Message, Payload{}
@@ -112,11 +126,11 @@ func (c *Core) sendResponse(id uint32, p Payload, err *Error, soon bool) {
 	}
 	if n := frame.ResponseBodyLen(msg, len(p.Bytes)); n > int(c.peer.MaxFrame) {
 		msg = fmt.Sprintf("response of %d bytes exceeds the caller's max_frame of %d bytes", n, c.peer.MaxFrame)
-		c.writer.push(frame.AppendResponseHead(nil, id, frame.Raw, frame.TooLarge, msg, 0), nil, false)
+		c.writer.pushFreeing(frame.AppendResponseHead(nil, id, frame.Raw, frame.TooLarge, msg, 0), nil, false, slot)
 		return
 	}
 	var b [64]byte
-	c.writer.push(frame.AppendResponseHead(b[:0], id, p.Codec, code, msg, len(p.Bytes)), p.Bytes, soon)
+	c.writer.pushFreeing(frame.AppendResponseHead(b[:0], id, p.Codec, code, msg, len(p.Bytes)), p.Bytes, soon, slot)
 }
 
 // checkSize checks a payload against the peer's max_frame.

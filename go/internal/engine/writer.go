@@ -54,7 +54,10 @@ import (
 // senders wait (ready) for the queue to drain and the reader holds the
 // peer's new calls and PINGs (reader.go), so a peer that does not read is
 // held back by its own full socket; answers to calls already running
-// still queue, bounded by the calls the peer may have in flight.
+// still queue, bounded by max_calls: a served call holds its slot until
+// its RESPONSE is queued (pushFreeing). Calls in goroutines answer after
+// the reader has moved on, so that is all calls taken and not yet
+// answered when the queue went over its cap, not one.
 type writer struct {
 	t transport.Transport
 
@@ -133,7 +136,19 @@ func newWriterAlone(t transport.Transport, cap int) *writer {
 // background flusher, not yet begun, this sender takes it back. It fails
 // only when the connection is closed.
 func (w *writer) push(head, payload []byte, soon bool) error {
+	return w.pushFreeing(head, payload, soon, nil)
+}
+
+// pushFreeing is push that also takes one from *slot (unless nil), under
+// the lock that queues the frame: the count drops before any flusher can
+// write the frame, so a peer that has it and sends a new call never finds
+// the slot still taken (Core.answering: a served call's max_calls slot).
+// Taken also when the frame is dropped, the writer being closed.
+func (w *writer) pushFreeing(head, payload []byte, soon bool, slot *atomic.Int32) error {
 	w.mu.Lock()
+	if slot != nil {
+		slot.Add(-1)
+	}
 	if w.closed != nil {
 		err := w.closed
 		w.mu.Unlock()
