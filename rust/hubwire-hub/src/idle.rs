@@ -122,10 +122,6 @@ impl Transport for Watched {
         self.inner.batches_items()
     }
 
-    fn writes_in_memory(&self) -> bool {
-        self.inner.writes_in_memory()
-    }
-
     fn rearm_read(&self) -> bool {
         self.inner.rearm_read()
     }

@@ -59,13 +59,17 @@ pub trait Service: Send + Sync + 'static {
     /// registered with [`Provider::unary_sync`](crate::Provider::unary_sync)),
     /// returns it as [`Work::Done`]: the call then costs no allocation and
     /// no poll. The default is `call`'s work. A service that wraps another
-    /// passes this on, so that the inner service's answers stay free.
+    /// passes this on, so that the inner service's answers stay free; and
+    /// whatever it does around the inner work (a permit, a span, a count)
+    /// it does around the inner `start` or `call` itself, not only around
+    /// the future: such a handler has already run when either returns.
     fn start(&self, call: Incoming) -> Result<Work, Error> {
         self.call(call).map(Work::Future)
     }
 }
 
-/// What [`Service::start`] makes of a call.
+/// What [`Service::start`] makes of a call. Exhaustive on purpose: a
+/// wrapping service that matches on it should have to consider a new kind.
 pub enum Work {
     /// The outcome, computed already.
     Done(Result<Option<Payload>, Error>),

@@ -5,7 +5,7 @@
 //! itself, in the caller's own task, with one vectored `sendmsg`; callers
 //! that append while it writes leave their frames for it to pick up in its
 //! next call. There is no writer task hop on the fast path. On a transport
-//! that writes into shared memory ([`Transport::writes_in_memory`](crate::transport::Transport::writes_in_memory)), a
+//! that writes into shared memory ([`Transport::try_write_in_memory`](crate::transport::Transport::try_write_in_memory)), a
 //! queue of small frames is copied into the ring under the lock
 //! itself ([`Writer::write_held`]). When the socket
 //! is full, the remainder is handed to a background task that waits for
@@ -108,6 +108,18 @@ enum Flush {
     Now,
     /// Hand the flush to the background flusher.
     Soon,
+}
+
+/// What [`Writer::write_held`] did.
+enum Held {
+    /// Nothing: the transport does not write into memory, or the write
+    /// failed. The caller flushes as a batch.
+    Batch,
+    /// All written, and nobody to wake: the flush is over.
+    Done,
+    /// The caller is still the flusher: it wakes the reader (`wake`) and
+    /// the senders waiting below the cap (`below`), then flushes the rest.
+    Flushing { wake: bool, below: bool },
 }
 
 impl Queue {
@@ -261,18 +273,22 @@ impl Writer {
 
     /// Ends [`Writer::cork`]: writes what was queued meanwhile.
     pub(crate) fn uncork(&self) {
-        {
+        let held = {
             let mut q = self.q.lock().unwrap();
             q.corked = false;
             if q.flushing || q.queued == 0 || q.closed.is_some() {
                 return;
             }
             q.flushing = true;
-            if self.holds_small(&q) && self.write_held(&mut q) == Flush::No {
-                return;
+            if !self.holds_small(&q) {
+                drop(q);
+                return self.flush_inline();
             }
+            self.write_held(&mut q)
+        };
+        if self.after_held(held) == Flush::Now {
+            self.flush_inline();
         }
-        self.flush_inline();
     }
 
     /// Appends a frame to the queue, and says what the caller does next:
@@ -281,7 +297,7 @@ impl Writer {
     /// background flusher and not begun is taken back); with `soon`, hand
     /// a batch that is not full to the background flusher instead.
     fn enqueue(&self, head: impl FnOnce(&mut BytesMut), payload: &Bytes, soon: bool) -> Result<Flush, String> {
-        {
+        let held = {
             let mut q = self.q.lock().unwrap();
             if let Some(reason) = &q.closed {
                 return Err(reason.clone());
@@ -314,34 +330,36 @@ impl Writer {
                 q.hand_over(Handoff::Soon);
                 return Ok(Flush::Soon);
             }
-            if self.holds_small(&q) {
-                return Ok(self.write_held(&mut q));
+            if !self.holds_small(&q) {
+                return Ok(Flush::Now);
             }
-        }
-        Ok(Flush::Now)
+            self.write_held(&mut q)
+        };
+        Ok(self.after_held(held))
     }
 
     /// Whether what is queued may be written with [`Writer::write_held`]:
-    /// the transport writes into memory, and the queue is small frames
-    /// only, all in `head` (no payload kept as a segment of its own, no
-    /// remainder of a stalled write).
+    /// small frames only, all in `head` (no payload kept as a segment of
+    /// its own, no remainder of a stalled write).
     fn holds_small(&self, q: &Queue) -> bool {
-        q.segs.is_empty() && q.head.len() <= HELD_LIMIT && q.queued == q.head.len() && self.transport.writes_in_memory()
+        q.segs.is_empty() && q.head.len() <= HELD_LIMIT && q.queued == q.head.len()
     }
 
     /// Writes the small frames in `q.head` while the lock is held (the
-    /// caller just became the flusher; [`Writer::holds_small`]): on a
-    /// transport that writes into shared memory, a copy into the ring,
-    /// which costs less than taking the frames out as a batch (a second
-    /// and third lock, the segment lists). `Flush::No` once it is all written; otherwise what was
-    /// written is counted and the caller goes on as the flusher
-    /// (`Flush::Now`), whose next write meets the full ring or the error
-    /// again and deals with it as for any batch.
-    fn write_held(&self, q: &mut Queue) -> Flush {
-        let n = match self.transport.try_write(&[IoSlice::new(&q.head)]) {
-            Ok(n) => n,
-            Err(_) => return Flush::Now,
-        };
+    /// caller just became the flusher; [`Writer::holds_small`]), if the
+    /// transport writes into memory
+    /// ([`Transport::try_write_in_memory`](crate::transport::Transport::try_write_in_memory)):
+    /// a copy into the ring, which costs less than taking the frames out
+    /// as a batch (a second and third lock, the segment lists). The
+    /// wake-up of a parked reader (a system call on a descriptor the peer
+    /// handed over, which a broken peer could make block) is left to
+    /// [`Writer::after_held`], once the lock is let go, with the flush
+    /// still held, so that other senders queue meanwhile as they would
+    /// behind any write.
+    fn write_held(&self, q: &mut Queue) -> Held {
+        let Some(r) = self.transport.try_write_in_memory(&[IoSlice::new(&q.head)]) else { return Held::Batch };
+        // An error is met again, and dealt with, by the batch's write.
+        let Ok((n, wake)) = r else { return Held::Batch };
         if n == q.head.len() {
             // Cleared, not advanced: the buffer keeps its room from the start.
             q.head.clear();
@@ -349,19 +367,56 @@ impl Writer {
             q.head.advance(n);
         }
         let below = self.count_written(q, n);
-        if q.queued == 0 {
+        if q.queued == 0 && !wake {
             q.frames = 0;
             q.flushing = false;
+            return Held::Done;
         }
-        if below || q.queued == 0 {
-            // As a batch's flush does when it drains the queue.
-            self.notify_drained();
+        Held::Flushing { wake, below }
+    }
+
+    /// What the caller of [`Writer::write_held`] does once the lock is let
+    /// go: wake the reader, wake waiting senders, and say whether it is
+    /// still the flusher (`Flush::Now`: the rest of the queue, or frames
+    /// queued while it woke the reader, are its to write).
+    fn after_held(&self, held: Held) -> Flush {
+        match held {
+            Held::Batch => Flush::Now,
+            Held::Done => {
+                // As a batch's flush does when it drains the queue.
+                self.notify_drained();
+                Flush::No
+            }
+            Held::Flushing { wake, below } => {
+                if wake {
+                    self.transport.wake_reader();
+                }
+                if below {
+                    self.notify_drained();
+                }
+                if self.end_flush_if_empty() {
+                    Flush::No
+                } else {
+                    Flush::Now
+                }
+            }
         }
-        if q.queued == 0 {
-            Flush::No
-        } else {
-            Flush::Now
+    }
+
+    /// Ends the flush the caller holds if nothing is queued (the usual
+    /// case after a wake-up made as the flusher: one lock, where a batch's
+    /// flush would take the queue apart to find it empty); false if frames
+    /// wait, which the caller then flushes.
+    fn end_flush_if_empty(&self) -> bool {
+        let mut q = self.q.lock().unwrap();
+        if q.queued > 0 {
+            return false;
         }
+        q.frames = 0;
+        q.flushing = false;
+        drop(q);
+        self.notify_drained();
+        true
     }
 
     /// Whether more than the cap is queued (and the writer is open).

@@ -5,9 +5,10 @@ use super::*;
 use std::task::{Context, Poll};
 
 /// Records every write. A `slow` one sleeps in each write, so that two
-/// tasks writing at once would record out of order. A `ring` one says it
-/// writes into memory (as a shared ring does) and takes at most `room`
-/// bytes (unlimited when `None`), then would block until given more.
+/// tasks writing at once would record out of order. A `ring` one writes
+/// into memory (`try_write_in_memory`, as a shared ring does), says its
+/// reader must be woken while `parked`, and counts the wake-ups. `room`
+/// caps the bytes it takes (unlimited when `None`), until given more.
 #[derive(Default)]
 struct Recorder {
     writes: Mutex<Vec<Vec<u8>>>,
@@ -16,6 +17,8 @@ struct Recorder {
     room: Mutex<Option<usize>>,
     /// A writer waiting for room.
     waiting: Mutex<Option<std::task::Waker>>,
+    parked: std::sync::atomic::AtomicBool,
+    wakes: AtomicUsize,
 }
 
 impl Recorder {
@@ -62,8 +65,18 @@ impl crate::transport::Transport for Recorder {
             r => Poll::Ready(r),
         }
     }
-    fn writes_in_memory(&self) -> bool {
-        self.ring
+    fn try_write_in_memory(&self, bufs: &[IoSlice<'_>]) -> Option<io::Result<(usize, bool)>> {
+        if !self.ring {
+            return None;
+        }
+        let n = match self.try_write(bufs) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+            r => r,
+        };
+        Some(n.map(|n| (n, self.parked.load(Ordering::SeqCst))))
+    }
+    fn wake_reader(&self) {
+        self.wakes.fetch_add(1, Ordering::SeqCst);
     }
     fn shutdown(&self) {}
     fn shutdown_write(&self) {}
@@ -296,6 +309,9 @@ async fn a_frame_alone_on_a_ring_is_written_at_once_and_what_does_not_fit_follow
     w.push(frame(1), &Bytes::from_static(b"pq")).unwrap();
     assert_eq!(writes(&t), [vec![1, 1, 1, b'p', b'q']]);
     assert_eq!(w.queued(), 0);
+    // Written under the lock: no batch was taken (the first would have
+    // left its segment list behind as the spare).
+    assert_eq!(w.q.lock().unwrap().spare.capacity(), 0, "a batch was taken");
     t.free(2);
     w.push(frame(2), &Bytes::from_static(b"r")).unwrap();
     assert_eq!(writes(&t)[1], [2, 2], "what fits is written at once");
@@ -307,13 +323,91 @@ async fn a_frame_alone_on_a_ring_is_written_at_once_and_what_does_not_fit_follow
     let all: Vec<u8> = writes(&t).concat();
     assert_eq!(all, [1, 1, 1, b'p', b'q', 2, 2, 2, b'r', 3, 3, 3]);
     assert_eq!(w.queued(), 0);
+    let before = writes(&t).len();
     w.cork();
     w.push(frame(4), &Bytes::new()).unwrap();
     w.push(frame(5), &Bytes::new()).unwrap();
-    let before = writes(&t).len();
-    assert_eq!(before, writes(&t).len(), "nothing written while corked");
+    assert_eq!(writes(&t).len(), before, "nothing written while corked");
     w.uncork();
     assert_eq!(writes(&t)[before..], [vec![4, 4, 4, 5, 5, 5]]);
     w.push(frame(6), &Bytes::new()).unwrap();
     assert_eq!(writes(&t).last().unwrap(), &[6, 6, 6], "alone again: written at once");
+}
+
+/// A reader parked on the ring is woken once the lock is let go, by the
+/// sender that wrote (still the flusher meanwhile: a frame pushed then
+/// queues behind it), and each write that finds it parked wakes it.
+#[tokio::test(flavor = "current_thread")]
+async fn a_parked_reader_is_woken_after_a_write_under_the_lock() {
+    let t = Arc::new(Recorder::ring(1 << 20));
+    let w = Writer::new(t.clone(), 1 << 20);
+    tokio::task::yield_now().await;
+    w.push(frame(1), &Bytes::new()).unwrap();
+    assert_eq!(t.wakes.load(Ordering::SeqCst), 0, "nobody parked, nobody woken");
+    t.parked.store(true, Ordering::SeqCst);
+    w.push(frame(2), &Bytes::new()).unwrap();
+    assert_eq!(t.wakes.load(Ordering::SeqCst), 1);
+    assert_eq!(w.queued(), 0);
+    assert!(!w.q.lock().unwrap().flushing, "the flush ended after the wake-up");
+    w.push(frame(3), &Bytes::new()).unwrap();
+    assert_eq!(t.wakes.load(Ordering::SeqCst), 2);
+    assert_eq!(writes(&t).concat(), [1, 1, 1, 2, 2, 2, 3, 3, 3]);
+}
+
+/// The ring's wake-up (`write(2)` on an eventfd the peer handed over) is
+/// made after the queue's lock is let go. An eventfd handed over in
+/// blocking mode with a full counter (a broken or hostile peer owns it, and
+/// the ring's `reader_waiting` flag) blocks that write: the sender stuck in
+/// it must not hold the other senders of the connection (they queue behind
+/// its flush, as behind any write).
+#[test]
+fn a_stuck_wake_up_does_not_hold_other_senders() {
+    use crate::transport::fd::FdTransport;
+    use crate::transport::shm::link::{eventfds, Link};
+    use crate::transport::shm::segment::Segment;
+    use crate::transport::shm::{Budget, Ladder};
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let _g = rt.enter();
+    let (seg, memfd) = Segment::create(4096, 4096).unwrap();
+    let other = Segment::open(&memfd).unwrap();
+    let mut fds = eventfds().unwrap();
+    // data_1 (what the acceptor signals when it writes ring 1): blocking,
+    // counter at its maximum, as a hostile or broken dialer may hand it over.
+    let blocking = unsafe { OwnedFd::from_raw_fd(libc::eventfd(0, libc::EFD_CLOEXEC)) };
+    let max = (u64::MAX - 1).to_ne_bytes();
+    assert_eq!(unsafe { libc::write(blocking.as_raw_fd(), max.as_ptr().cast(), 8) }, 8);
+    fds[2] = blocking;
+    let dup = |f: &OwnedFd| f.try_clone().unwrap();
+    let theirs = [dup(&fds[0]), dup(&fds[1]), dup(&fds[2]), dup(&fds[3])];
+    let release = dup(&fds[2]);
+    let ours = Link::new(seg, false, fds, Budget::unlimited()).unwrap();
+    let peer = Link::new(other, true, theirs, Budget::unlimited()).unwrap();
+    // The peer parks on ring 1: reader_waiting = 1. (Whether the poll says
+    // Pending depends on whether the reactor has seen the full eventfd
+    // readable yet; the flag is set either way.)
+    let _ = peer.poll_readable(&mut Context::from_waker(std::task::Waker::noop()));
+    let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+    a.set_nonblocking(true).unwrap();
+    let ladder = Arc::new(Ladder::new(Arc::new(FdTransport::new(a, "a".into()).unwrap())));
+    ladder.attach(ours);
+    ladder.switch_write();
+    let w = Writer::new(ladder.clone(), 1 << 20);
+    let w1 = w.clone();
+    let first = std::thread::spawn(move || w1.push(frame(1), &Bytes::new()).unwrap());
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let w2 = w.clone();
+    let second = std::thread::spawn(move || {
+        w2.push(frame(2), &Bytes::new()).unwrap();
+        tx.send(()).unwrap();
+    });
+    let returned = rx.recv_timeout(std::time::Duration::from_secs(2)).is_ok();
+    // Unblock the stuck write (reading zeroes the counter), then clean up.
+    let mut v = [0u8; 8];
+    unsafe { libc::read(release.as_raw_fd(), v.as_mut_ptr().cast(), 8) };
+    first.join().unwrap();
+    second.join().unwrap();
+    assert!(returned, "a second sender waited behind the first one's stuck eventfd write (queue lock held)");
+    assert_eq!(w.queued(), 0, "the frame queued behind the stuck wake-up was written by its flusher");
 }

@@ -108,16 +108,23 @@ pub trait Transport: Send + Sync + 'static {
         false
     }
 
-    /// Whether a write is a copy into memory the peer reads (a shared
-    /// ring): it never waits, and makes a system call only to wake a
-    /// parked reader. The writer then writes a small frame that is alone
-    /// in its queue while it holds the queue's lock (`engine/writer.rs`),
-    /// instead of taking it out as a batch. The default (a socket, whose
-    /// every write is a system call that other senders must not wait
-    /// behind) is false; a wrapper passes it on.
-    fn writes_in_memory(&self) -> bool {
-        false
+    /// For a transport whose write is a copy into memory the peer reads
+    /// (a shared ring), which never waits: copies a prefix of `bufs` as
+    /// [`Transport::try_write`] does (0 when the ring is full), and says
+    /// whether the peer's reader is parked and must be woken with
+    /// [`Transport::wake_reader`], which this does not do. The writer then
+    /// writes small frames while it holds its queue's lock
+    /// (`engine/writer.rs`) and wakes the reader after letting go of it.
+    /// `None` (the default): writes are system calls, which other senders
+    /// must not wait behind. A wrapper passes it on.
+    fn try_write_in_memory(&self, bufs: &[IoSlice<'_>]) -> Option<io::Result<(usize, bool)>> {
+        let _ = bufs;
+        None
     }
+
+    /// Wakes the peer's reader parked on the ring, after
+    /// [`Transport::try_write_in_memory`] said it must be.
+    fn wake_reader(&self) {}
 
     // ---- Descriptors with the bytes (fd_pass.rs) ---------------------------
 

@@ -186,8 +186,14 @@ impl Transport for Ladder {
         }
     }
 
-    fn writes_in_memory(&self) -> bool {
-        self.write_ring.load(Ordering::Acquire)
+    fn try_write_in_memory(&self, bufs: &[IoSlice<'_>]) -> Option<io::Result<(usize, bool)>> {
+        self.ring(&self.write_ring).map(|l| l.try_write_unwoken(bufs))
+    }
+
+    fn wake_reader(&self) {
+        if let Some(l) = self.ring(&self.write_ring) {
+            l.wake_reader();
+        }
     }
 
     fn try_write(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {

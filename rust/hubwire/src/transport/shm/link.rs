@@ -197,6 +197,16 @@ impl Link {
 
     /// Copies a prefix of `bufs` into the ring we write; 0 when it is full.
     pub fn try_write(&self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        let (n, wake) = self.try_write_unwoken(bufs)?;
+        if wake {
+            self.wake_reader();
+        }
+        Ok(n)
+    }
+
+    /// [`Link::try_write`] without the wake-up: true with the count if the
+    /// reader is parked, and [`Link::wake_reader`] must follow.
+    pub fn try_write_unwoken(&self, bufs: &[IoSlice<'_>]) -> io::Result<(usize, bool)> {
         if self.write_closed.load(Ordering::Relaxed) {
             return Err(io::Error::new(io::ErrorKind::BrokenPipe, "shared ring closed"));
         }
@@ -209,7 +219,7 @@ impl Link {
         }
         let mut free = cap - used as usize;
         if free == 0 {
-            return Ok(0);
+            return Ok((0, false));
         }
         if self.write_parked.swap(false, Ordering::Relaxed) {
             c.writer_waiting.store(0, Ordering::Relaxed);
@@ -234,10 +244,12 @@ impl Link {
         }
         c.written.store(pos, Ordering::Release);
         fence(Ordering::SeqCst);
-        if c.reader_waiting.load(Ordering::Relaxed) != 0 {
-            signal(&self.data_out);
-        }
-        Ok((pos - written) as usize)
+        Ok(((pos - written) as usize, c.reader_waiting.load(Ordering::Relaxed) != 0))
+    }
+
+    /// Wakes the reader of the ring we write, parked on its eventfd.
+    pub fn wake_reader(&self) {
+        signal(&self.data_out);
     }
 
     /// Parks for bytes: `Ready` when something may have changed (call
