@@ -107,7 +107,10 @@ func (c *outCall) finish(p Payload, err *Error) {
 }
 
 // unaryPool recycles the state of unary calls that ended normally, so a
-// unary call allocates nothing of its own.
+// unary call allocates nothing of its own. A state goes back only once its
+// one outcome has been taken from done: whoever removes a call from the
+// table finishes it exactly once, so before that a connection may still
+// write to it.
 var unaryPool = sync.Pool{New: func() any { return &outCall{done: make(chan result, 1)} }}
 
 // callTable is the mutable state of a connection's calls, under one lock.
@@ -157,7 +160,13 @@ func (t *callTable) idle() bool { return len(t.out) == 0 && len(t.served) == 0 }
 func (c *Core) Unary(ctx context.Context, method string, input Payload) (Payload, error) {
 	call := unaryPool.Get().(*outCall)
 	if err := c.begin(ctx, call, method, frame.Unary, input); err != nil {
-		unaryPool.Put(call)
+		// Not put back: begin may have failed after registering the call
+		// (its REQUEST could not be queued), and then the connection's
+		// end finishes it like every pending call, sending an outcome on
+		// done, maybe after we return. Recycled, the state would hand
+		// that outcome to the next unary call on whatever connection, and
+		// stay in this connection's table under the new call's feet. A
+		// failed call may allocate.
 		return Payload{}, err
 	}
 	if c.spinUnary && call.alone {

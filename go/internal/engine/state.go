@@ -167,6 +167,10 @@ func (c *Core) release() { <-c.gate }
 //
 // The call's alone field says whether it was the only call in flight when
 // it started.
+//
+// If the REQUEST cannot be queued, the call is already in the table: begin
+// ends the connection and returns the error, and that end (or one already
+// under way) still finishes the call, so its state must not be reused.
 func (c *Core) begin(ctx context.Context, call *outCall, method string, kind frame.Kind, input Payload) *Error {
 	if len(method) == 0 || len(method) > 255 {
 		return Errorf(frame.InvalidArgument, "method name must be 1-255 bytes, got %d", len(method))
