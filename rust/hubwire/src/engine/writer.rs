@@ -112,8 +112,9 @@ enum Flush {
 
 /// What [`Writer::write_held`] did.
 enum Held {
-    /// Nothing: the transport does not write into memory, or the write
-    /// failed. The caller flushes as a batch.
+    /// Nothing: the queue holds more than small frames, the transport
+    /// does not write into memory, or the write failed. The caller
+    /// flushes as a batch.
     Batch,
     /// All written, and nobody to wake: the flush is over.
     Done,
@@ -127,6 +128,13 @@ impl Queue {
     fn hand_over(&mut self, why: Handoff) {
         debug_assert!(self.flushing);
         self.handed = why;
+    }
+
+    /// Ends the flush of an empty queue (its flusher's, with the lock).
+    fn end_flush(&mut self) {
+        debug_assert!(self.flushing && self.queued == 0);
+        self.frames = 0;
+        self.flushing = false;
     }
 
     fn seal_head(&mut self) {
@@ -280,10 +288,6 @@ impl Writer {
                 return;
             }
             q.flushing = true;
-            if !self.holds_small(&q) {
-                drop(q);
-                return self.flush_inline();
-            }
             self.write_held(&mut q)
         };
         if self.after_held(held) == Flush::Now {
@@ -330,9 +334,6 @@ impl Writer {
                 q.hand_over(Handoff::Soon);
                 return Ok(Flush::Soon);
             }
-            if !self.holds_small(&q) {
-                return Ok(Flush::Now);
-            }
             self.write_held(&mut q)
         };
         Ok(self.after_held(held))
@@ -346,8 +347,8 @@ impl Writer {
     }
 
     /// Writes the small frames in `q.head` while the lock is held (the
-    /// caller just became the flusher; [`Writer::holds_small`]), if the
-    /// transport writes into memory
+    /// caller just became the flusher), if the queue holds only those
+    /// ([`Writer::holds_small`]) and the transport writes into memory
     /// ([`Transport::try_write_in_memory`](crate::transport::Transport::try_write_in_memory)):
     /// a copy into the ring, which costs less than taking the frames out
     /// as a batch (a second and third lock, the segment lists). The
@@ -357,6 +358,9 @@ impl Writer {
     /// still held, so that other senders queue meanwhile as they would
     /// behind any write.
     fn write_held(&self, q: &mut Queue) -> Held {
+        if !self.holds_small(q) {
+            return Held::Batch;
+        }
         let Some(r) = self.transport.try_write_in_memory(&[IoSlice::new(&q.head)]) else { return Held::Batch };
         // An error is met again, and dealt with, by the batch's write.
         let Ok((n, wake)) = r else { return Held::Batch };
@@ -368,8 +372,7 @@ impl Writer {
         }
         let below = self.count_written(q, n);
         if q.queued == 0 && !wake {
-            q.frames = 0;
-            q.flushing = false;
+            q.end_flush();
             return Held::Done;
         }
         Held::Flushing { wake, below }
@@ -412,8 +415,7 @@ impl Writer {
         if q.queued > 0 {
             return false;
         }
-        q.frames = 0;
-        q.flushing = false;
+        q.end_flush();
         drop(q);
         self.notify_drained();
         true
