@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"hubwire.dev/go/frame"
 	"hubwire.dev/go/transport"
@@ -60,4 +61,48 @@ func TestAFailedRequestLeavesNoAnswerForAnotherCall(t *testing.T) {
 			t.Fatalf("round %d: a call on a live connection got %q, %v (another connection's outcome)", i, out.Bytes, err)
 		}
 	}
+}
+
+// A served call that has left the table but whose RESPONSE is not queued
+// yet keeps a drain waiting: Drain used to see the table empty, flush an
+// empty queue and close, and the answer was dropped ("connection closed")
+// though the handler had finished. Deterministic: the hook holds the call
+// in that gap while Drain runs.
+func TestDrainWaitsForAnAnswerOnItsWayToTheQueue(t *testing.T) {
+	reached, release := make(chan struct{}), make(chan struct{})
+	testHookBeforeAnswer = func() {
+		close(reached)
+		<-release
+	}
+	defer func() { testHookBeforeAnswer = nil }()
+	dialer, acceptor := memoryPair(t, &echo{})
+	type result struct {
+		out Payload
+		err error
+	}
+	answered := make(chan result, 1)
+	go func() {
+		out, err := dialer.Unary(context.Background(), "echo", Payload{Codec: frame.Raw, Bytes: []byte("kept")})
+		answered <- result{out, err}
+	}()
+	<-reached
+	drained := make(chan struct{})
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		acceptor.Drain(ctx)
+		close(drained)
+	}()
+	// Without the fix Drain is done well within this; with it, it waits.
+	select {
+	case <-drained:
+		t.Fatal("Drain ended while a finished call's RESPONSE was still to be queued")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	r := <-answered
+	if r.err != nil || string(r.out.Bytes) != "kept" {
+		t.Fatalf("the call drained away: %q, %v; want its answer", r.out.Bytes, r.err)
+	}
+	<-drained
 }

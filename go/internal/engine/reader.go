@@ -153,9 +153,7 @@ func (c *Core) dispatch(f *frame.Frame) (woke bool, err *frame.Error) {
 		call := c.calls.out[f.CallID]
 		if call != nil {
 			delete(c.calls.out, f.CallID)
-			if c.calls.draining && c.calls.idle() {
-				c.signalIdle()
-			}
+			c.checkDrained()
 		}
 		c.mu.Unlock()
 		if call == nil {
@@ -187,9 +185,7 @@ func (c *Core) dispatch(f *frame.Frame) (woke bool, err *frame.Error) {
 		s := c.calls.served[f.CallID]
 		if s != nil {
 			delete(c.calls.served, f.CallID)
-			if c.calls.draining && c.calls.idle() {
-				c.signalIdle()
-			}
+			c.checkDrained()
 		}
 		c.mu.Unlock()
 		if s != nil {

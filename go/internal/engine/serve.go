@@ -192,9 +192,6 @@ func (c *Core) finish(s *served, p Payload, err *Error, ctxErr error) {
 		c.answering.Add(1)
 	}
 	more := len(c.calls.served) > 0
-	if c.calls.draining && c.calls.idle() {
-		c.signalIdle()
-	}
 	c.mu.Unlock()
 	if !live {
 		return
@@ -204,5 +201,21 @@ func (c *Core) finish(s *served, p Payload, err *Error, ctxErr error) {
 		why = errCallEnded
 	}
 	s.cancel(ctxErr, why)
+	if testHookBeforeAnswer != nil {
+		testHookBeforeAnswer()
+	}
 	c.sendResponse(s.ctx.ID, p, err, more, true)
+	// Only now, with the RESPONSE queued, may a drain that found this
+	// call gone from the table end the connection (Drain flushes the
+	// queue, then closes). Checked before, the answer could be dropped
+	// by a close that came between the table and the queue.
+	if c.drainStarted.Load() {
+		c.mu.Lock()
+		c.checkDrained()
+		c.mu.Unlock()
+	}
 }
+
+// testHookBeforeAnswer, when set by a test, runs between a served call
+// leaving the table and its RESPONSE being queued.
+var testHookBeforeAnswer func()

@@ -48,6 +48,11 @@ type Core struct {
 	// queued for a peer that does not read stay bounded by max_calls
 	// (spec/PROTOCOL.md §7.4) however long their goroutines wait to queue them.
 	answering atomic.Int32
+	// drainStarted mirrors calls.draining for finish, which checks it
+	// after queueing a RESPONSE without taking mu on every call. Set
+	// before Drain reads answering; answering drops before finish reads
+	// this: one of the two sees the other (sequentially consistent).
+	drainStarted atomic.Bool
 
 	// gate holds one token per call of ours in flight: the peer's
 	// max_calls. Calls beyond it queue here rather than be refused there.
@@ -224,9 +229,7 @@ func (c *Core) takeOut(call *outCall) bool {
 	ok := c.calls.out[call.id] == call
 	if ok {
 		delete(c.calls.out, call.id)
-		if c.calls.draining && c.calls.idle() {
-			c.signalIdle()
-		}
+		c.checkDrained()
 	}
 	c.mu.Unlock()
 	if ok {
@@ -289,7 +292,13 @@ func (c *Core) Ping(ctx context.Context) (time.Duration, error) {
 	}
 }
 
-func (c *Core) signalIdle() {
+// checkDrained, called with mu held, tells Drain (closes idle) once a
+// draining connection has no call in either table and no served call's
+// RESPONSE still on its way to the write queue (answering).
+func (c *Core) checkDrained() {
+	if !c.calls.draining || !c.calls.idle() || c.answering.Load() != 0 {
+		return
+	}
 	select {
 	case <-c.idle:
 	default:
@@ -303,10 +312,9 @@ func (c *Core) signalIdle() {
 func (c *Core) Drain(ctx context.Context) {
 	c.mu.Lock()
 	c.calls.draining = true
-	last, idle := c.calls.lastPeerID, c.calls.idle()
-	if idle {
-		c.signalIdle()
-	}
+	c.drainStarted.Store(true)
+	last := c.calls.lastPeerID
+	c.checkDrained()
 	c.mu.Unlock()
 	c.send(frame.AppendGoaway(nil, last, frame.OK, "draining"))
 	select {
