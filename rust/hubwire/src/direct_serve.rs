@@ -81,14 +81,34 @@ impl Service for Counted {
                 Ok(Work::Done(r))
             }
             Ok(Work::Future(fut)) => Ok(Work::Future(Box::pin(async move {
+                let mut tally = Tally { served, code: None };
                 let r = fut.await;
-                served.count(code(&r));
+                tally.code = Some(code(&r));
                 r
             }))),
             Err(e) => {
                 served.count(e.code());
                 Err(e)
             }
+        }
+    }
+}
+
+/// Counts a served call when its future is dropped: with its code once it
+/// ended, as a `defect` when its handler panicked (the engine answers the
+/// panic with one, and a `unary_sync` handler's panic is counted so), and
+/// not at all when it was dropped unfinished (cancelled by the caller).
+struct Tally {
+    served: Arc<DirectServe>,
+    code: Option<Code>,
+}
+
+impl Drop for Tally {
+    fn drop(&mut self) {
+        match self.code {
+            Some(code) => self.served.count(code),
+            None if std::thread::panicking() => self.served.count(Code::Defect),
+            None => {}
         }
     }
 }
@@ -226,4 +246,36 @@ async fn futures_join_all<F: std::future::Future<Output = ()>>(futs: impl Iterat
         }
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{testing, Provider};
+
+    /// A handler's panic is counted as a call and an error whether the
+    /// handler is async (the panic unwinds through the counting future) or
+    /// `unary_sync` (caught before the count): the hub's status shows the
+    /// same numbers for the same failure.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_panicking_handler_is_counted_as_an_error_async_or_sync() {
+        let p = Provider::new("p")
+            .unary("boom", |_ctx, (): ()| async move {
+                if true {
+                    panic!("async boom");
+                }
+                Ok(())
+            })
+            .unary_sync("boom_sync", |_ctx, (): ()| -> Result<(), Error> { panic!("sync boom") })
+            .unary("fine", |_ctx, (): ()| async move { Ok(()) });
+        let served = Arc::new(DirectServe::default());
+        let counted = Counted { inner: Arc::new(p), served: served.clone(), on: Arc::new(AtomicBool::new(true)) };
+        let pair = testing::pair(counted).await;
+        for method in ["boom", "boom_sync"] {
+            let e = pair.client.call::<(), ()>(method, &()).await.unwrap_err();
+            assert_eq!(e.code(), Code::Defect, "{method}: {e}");
+        }
+        pair.client.call::<(), ()>("fine", &()).await.unwrap();
+        assert_eq!((served.calls.load(Relaxed), served.errors.load(Relaxed)), (3, 2));
+    }
 }
