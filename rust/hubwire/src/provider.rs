@@ -407,6 +407,36 @@ mod tests {
         assert_eq!(c.call::<u32, u32>("double", &1).await.unwrap(), 2, "the connection lives on");
     }
 
+    /// A call answering on the reader is in no table: a drain that came
+    /// meanwhile used to find the connection idle, flush an empty queue
+    /// and close, and the handler's answer was dropped. The drain now
+    /// waits for it (and would refuse any call after its GOAWAY).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+    async fn a_drain_waits_for_a_call_answering_on_the_reader() {
+        use std::sync::{mpsc, Mutex};
+        use std::time::Duration;
+        let (entered, entered_rx) = mpsc::channel::<()>();
+        let (go, go_rx) = mpsc::channel::<()>();
+        let (entered, go_rx) = (Mutex::new(entered), Mutex::new(go_rx));
+        let p = Provider::new("p").unary_sync("held", move |_ctx, (): ()| {
+            entered.lock().unwrap().send(()).unwrap();
+            go_rx.lock().unwrap().recv_timeout(Duration::from_secs(10)).expect("released");
+            Ok("answered".to_string())
+        });
+        let pair = testing::pair(p).await;
+        let client = pair.client.clone();
+        let call = tokio::spawn(async move { client.call::<(), String>("held", &()).await });
+        tokio::task::spawn_blocking(move || entered_rx.recv_timeout(Duration::from_secs(10))).await.unwrap().expect("called");
+        let server = pair.server.clone();
+        let drain = tokio::spawn(async move { server.drain(Duration::from_secs(10)).await });
+        // Without the fix the drain is over well within this.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!drain.is_finished(), "the drain closed while a call was answering on the reader");
+        go.send(()).unwrap();
+        assert_eq!(call.await.unwrap().expect("the call's answer"), "answered");
+        tokio::time::timeout(Duration::from_secs(10), drain).await.expect("the drain ends once the call has").unwrap();
+    }
+
     #[test]
     #[should_panic(expected = "registered with unary_sync")]
     fn in_task_refuses_a_sync_method() {

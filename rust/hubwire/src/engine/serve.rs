@@ -19,6 +19,7 @@
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -167,7 +168,7 @@ pub(crate) fn on_request(
         t.last_peer_id = id;
         let refusal = if t.draining {
             Some(Error::unavailable("provider is draining (GOAWAY); retry elsewhere"))
-        } else if t.served.len() >= core.local.max_calls as usize {
+        } else if t.served.len() + core.answering.load(Relaxed) >= core.local.max_calls as usize {
             let limit = core.local.max_calls;
             Some(Error::new(Code::ResourceExhausted, format!("too many calls in flight: the limit (max_calls) is {limit}")))
         } else {
@@ -178,6 +179,8 @@ pub(crate) fn on_request(
             core.send_response(id, Err(e), false);
             return Ok(false);
         }
+        // Answering until it enters the table or its RESPONSE is queued.
+        core.answering.fetch_add(1, Relaxed);
         !t.served.is_empty()
     };
     let cancel = CancelSignal::take();
@@ -196,6 +199,7 @@ pub(crate) fn on_request(
         served.end();
         CancelSignal::end(cancel);
         core.send_response(id, result, more);
+        core.answered();
         Ok(false)
     };
     let mut work = match std::panic::catch_unwind(AssertUnwindSafe(|| service.start(call))) {
@@ -220,9 +224,12 @@ pub(crate) fn on_request(
             // cancelled the calls in the table, and this one with them.
             drop(t);
             served.cancel();
+            core.answered();
             return Ok(false);
         }
         t.served.insert(id, served);
+        // In the table now, which counts it (under the same lock).
+        core.answering.fetch_sub(1, Relaxed);
     }
     tokio::spawn(run(core.clone(), id, work, cancel, deadline));
     Ok(true)
@@ -262,14 +269,23 @@ fn finish(core: &Arc<Core>, id: u32, cancel: &Arc<CancelSignal>, result: Option<
         let mut t = core.calls.lock().unwrap();
         let ours = t.served.get(&id).is_some_and(|s| Arc::ptr_eq(&s.cancel, cancel));
         let live = if ours { t.served.remove(&id) } else { None };
+        if live.is_some() {
+            // Out of the table, it still holds its slot until its RESPONSE
+            // is queued: the peer may reuse the id now, but a drain must
+            // not close before the answer is in the queue.
+            core.answering.fetch_add(1, Relaxed);
+        }
         if t.draining && t.idle() {
             core.idle.notify_waiters();
         }
         (live, !t.served.is_empty())
     };
-    if let (Some(served), Some(result)) = (live, result) {
+    if let Some(served) = live {
         served.cancel();
-        core.send_response(id, result, more);
+        if let Some(result) = result {
+            core.send_response(id, result, more);
+        }
+        core.answered();
     }
     more
 }

@@ -6,6 +6,7 @@
 //! connection ends: every pending call fails at once with `unavailable`
 //! and a message saying why; every handler is cancelled.
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -49,6 +50,17 @@ pub(crate) struct Core {
     pub(crate) closed: watch::Sender<Option<Error>>,
     /// Signalled when a draining connection runs out of calls.
     pub(crate) idle: Notify,
+    /// Served calls outside the table whose RESPONSE is not queued yet:
+    /// one answering on the reader (it never enters the table), and one
+    /// whose task took it out of the table to answer. Each still holds its
+    /// `max_calls` slot, and a drain waits for it ([`Core::answered`]):
+    /// counted by the table alone, a drain could close between the table
+    /// and the queue and drop the answer, and a peer that does not read
+    /// could have more than `max_calls` answers queued.
+    pub(crate) answering: AtomicUsize,
+    /// Set once [`Core::drain`] has begun: [`Core::answered`] then checks
+    /// whether the connection ran out of calls.
+    pub(crate) drain_started: AtomicBool,
     /// Where DIRECT and ACCEPT frames go (`direct.rs`), set once at open.
     pub(crate) direct: std::sync::OnceLock<super::handoff::DirectHook>,
     /// ITEMs delivered to our streams and not yet taken: while there are
@@ -105,6 +117,8 @@ impl Core {
             last_alone: Default::default(),
             closed: watch::channel(None).0,
             idle: Notify::new(),
+            answering: AtomicUsize::new(0),
+            drain_started: AtomicBool::new(false),
             direct: std::sync::OnceLock::new(),
             backlog: Backlog::new(),
             upgrade: Default::default(),
@@ -201,6 +215,17 @@ impl Core {
         }
         let head = |b: &mut BytesMut| encode_response_head(b, id, codec, code, &message, payload.len());
         let _ = if soon { self.writer.push_soon(head, &payload) } else { self.writer.push(head, &payload) };
+    }
+
+    /// A served call counted in `answering` has its RESPONSE queued (or
+    /// ended without one): its slot is free, and a drain waiting for the
+    /// last call may now flush and close.
+    pub(crate) fn answered(&self) {
+        self.answering.fetch_sub(1, SeqCst);
+        if self.drain_started.load(SeqCst) {
+            // The drain checks the table and the count again itself.
+            self.idle.notify_waiters();
+        }
     }
 
     /// Checks a frame body against the peer's limit.
@@ -354,11 +379,14 @@ impl Core {
             t.draining = true;
             t.last_peer_id
         };
+        // Before `answering` is read below; `answered` decrements it before
+        // reading this (both SeqCst): one of the two sees the other.
+        self.drain_started.store(true, SeqCst);
         let _ = self.send(&Frame::Goaway { last_id: last, code: Code::Ok, message: "draining".into() });
         let _ = tokio::time::timeout(grace, async {
             loop {
                 let notified = self.idle.notified();
-                if self.calls.lock().unwrap().idle() {
+                if self.calls.lock().unwrap().idle() && self.answering.load(SeqCst) == 0 {
                     return;
                 }
                 notified.await;
