@@ -1,7 +1,8 @@
 //! The runner's side of the upgrade to shared memory (`spec/PROTOCOL.md`
 //! §11.4): the `offer_upgrade` step sends UPGRADE as the dialer would —
-//! with a good segment, a segment of the wrong size, or no descriptors
-//! at all — and checks the testee's answer; the `accept_upgrade` step
+//! with a good segment, a segment of the wrong size, a good segment with
+//! blocking eventfds, or no descriptors at all — and checks the testee's
+//! answer; the `accept_upgrade` step
 //! takes the testee's offer as the acceptor. An offer accepted either way
 //! moves the runner onto the rings with the runtime's own segment and
 //! link code (`hubwire::transport::shm`), at the markers (`peer.rs`).
@@ -45,6 +46,20 @@ fn memfd(file_size: usize) -> Result<OwnedFd, String> {
     }
 }
 
+/// Four eventfds without `O_NONBLOCK`, which an acceptor must refuse
+/// (§11.4.1: a signal to one could block its thread).
+fn blocking_eventfds() -> Result<[OwnedFd; 4], String> {
+    let one = || {
+        // SAFETY: a new descriptor we own from here on.
+        let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        if raw < 0 {
+            return Err(format!("eventfd: {}", std::io::Error::last_os_error()));
+        }
+        Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+    };
+    Ok([one()?, one()?, one()?, one()?])
+}
+
 unsafe fn libc_memfd() -> Result<i32, String> {
     // SAFETY: memfd_create with a static name.
     let raw = unsafe { libc::memfd_create(c"conformance".as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
@@ -54,8 +69,8 @@ unsafe fn libc_memfd() -> Result<i32, String> {
     Ok(raw)
 }
 
-/// The `offer_upgrade` step: `{segment: valid | wrong_size | none,
-/// expect: CODE, then: close}`. `expect` is the code of the testee's
+/// The `offer_upgrade` step: `{segment: valid | wrong_size |
+/// blocking_eventfds | none, expect: CODE, then: close}`. `expect` is the code of the testee's
 /// UPGRADED; after a refusal the connection must go on working (a PING is
 /// answered). Without `expect` (a valid segment only) the offer is sent
 /// and the case's next steps take the answer among other frames.
@@ -76,13 +91,18 @@ pub async fn offer(peer: &mut Peer, arg: &Value, testee_lists_shm: bool, wait: D
                 let (seg, memfd) = Segment::create(segment::MIN_CAP, segment::MIN_CAP).map_err(|e| format!("segment: {e}"))?;
                 Some((memfd, Some(seg)))
             }
+            // A segment that passes every check, sent with eventfds that do not.
+            "blocking_eventfds" => {
+                Some((Segment::create(segment::MIN_CAP, segment::MIN_CAP).map_err(|e| format!("segment: {e}"))?.1, None))
+            }
             "wrong_size" => Some((memfd(8192)?, None)),
             "none" => None,
-            other => return Err(format!("segment {other:?}: valid, wrong_size or none")),
+            other => return Err(format!("segment {other:?}: valid, wrong_size, blocking_eventfds or none")),
         };
         match memfd {
             Some((m, seg)) if peer.passes_fds() => {
-                let efds = link::eventfds().map_err(|e| e.to_string())?;
+                let efds =
+                    if segment == "blocking_eventfds" { blocking_eventfds()? } else { link::eventfds().map_err(|e| e.to_string())? };
                 if let Some(seg) = seg {
                     let ours = efds.each_ref().map(|f| f.try_clone());
                     let ours = ours.map(|f| f.map_err(|e| format!("dup: {e}"))).into_iter().collect::<Result<Vec<_>, _>>()?;
@@ -132,6 +152,9 @@ pub async fn accept(peer: &mut Peer, testee_lists_shm: bool, wait: Duration) -> 
         return Err("the testee's UPGRADE did not carry exactly five descriptors".into());
     };
     let seg = Segment::open(&memfd).map_err(|e| format!("the testee's segment is refused: {e}"))?;
+    for (fd, name) in [(&d0, "data_0"), (&r0, "room_0"), (&d1, "data_1"), (&r1, "room_1")] {
+        link::check_eventfd(fd.as_fd()).map_err(|m| format!("the testee's {name} is refused: {m}"))?;
+    }
     let link = Link::new(seg, false, [d0, r0, d1, r1], Budget::unlimited()).map_err(|e| e.to_string())?;
     peer.attach(link, false)?;
     peer.switch_write().await

@@ -130,6 +130,10 @@ impl Transport for Watched {
         self.inner.passes_fds()
     }
 
+    fn peer_uid(&self) -> Option<u32> {
+        self.inner.peer_uid()
+    }
+
     fn accept_fds(&self, max: usize) {
         self.inner.accept_fds(max)
     }

@@ -2,8 +2,9 @@
 //! engine's half: who offers, how an offer is checked and answered, and
 //! where each direction switches. The bytes move in `transport/shm`.
 //!
-//! A connection over a socket that passes descriptors, with the upgrade
-//! switched on, runs over a [`Ladder`] and lists `shm` in its HELLO. If the
+//! A connection over a socket that passes descriptors, to a peer of our
+//! own user or root, with the upgrade switched on, runs over a [`Ladder`]
+//! and lists `shm` in its HELLO. If the
 //! peer lists it too, the dialer sends UPGRADE with the segment's five
 //! descriptors; the acceptor answers UPGRADED, which when `ok` is its last
 //! frame on the socket, and the dialer's own UPGRADED `ok` is its last. The
@@ -36,7 +37,7 @@ const OFFER_FDS: usize = 5;
 /// descriptors can pass on it; the acceptor then keeps the descriptors of
 /// an offer that may come with the dialer's first frames.
 pub(crate) fn wrap(transport: DynTransport, options: &ConnectionOptions, dialer: bool) -> (DynTransport, Option<Arc<Ladder>>) {
-    if !options.shm || !transport.passes_fds() {
+    if !options.shm || !transport.passes_fds() || !same_user(transport.peer_uid(), own_uid()) {
         return (transport, None);
     }
     let ladder = Arc::new(Ladder::new(transport));
@@ -44,6 +45,20 @@ pub(crate) fn wrap(transport: DynTransport, options: &ConnectionOptions, dialer:
         ladder.accept_fds(OFFER_FDS);
     }
     (ladder.clone(), Some(ladder))
+}
+
+/// Whether the upgrade may be offered to, or taken from, the peer: one of
+/// our own user, or root (§11.4). Whoever holds the eventfds can make our
+/// signals block (clear `O_NONBLOCK` on them, fill their counters); a
+/// process of our user could stop us by other means anyway, one of
+/// another user (let in by the socket's mode) must not. Unknown: no.
+fn same_user(peer: Option<u32>, own: u32) -> bool {
+    matches!(peer, Some(uid) if uid == own || uid == 0)
+}
+
+fn own_uid() -> u32 {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() }
 }
 
 /// Lists `shm` in our HELLO when we run over a ladder.
@@ -174,6 +189,9 @@ fn take_offer(up: &Upgrade, mechanism: &str, fds: Vec<OwnedFd>) -> Result<Link, 
         .ok_or_else(|| (Code::ResourceExhausted, format!("over {} upgraded connections", up.max_connections)))?;
     let seg =
         Segment::open(&memfd).map_err(|m| (if m.starts_with("cannot map") { Code::Unavailable } else { Code::InvalidArgument }, m))?;
+    for (fd, name) in [(&d0, "data_0"), (&r0, "room_0"), (&d1, "data_1"), (&r1, "room_1")] {
+        link::check_eventfd(fd.as_fd()).map_err(|m| (Code::InvalidArgument, format!("{name}: {m}")))?;
+    }
     Link::new(seg, false, [d0, r0, d1, r1], budget).map_err(|e| (Code::Unavailable, format!("cannot wait on the eventfds: {e}")))
 }
 
@@ -242,5 +260,39 @@ impl Core {
     /// Whether both directions are on shared memory now.
     pub(crate) fn on_shm(&self) -> bool {
         self.upgrade.get().is_some_and(|u| u.ladder.on_shm())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::fd::FdTransport;
+
+    /// The upgrade is offered to and taken from a peer of our own user or
+    /// root only; an unknown peer (no `SO_PEERCRED`) gets none.
+    #[test]
+    fn only_a_peer_of_our_user_or_root_may_upgrade() {
+        assert!(same_user(Some(1000), 1000));
+        assert!(same_user(Some(0), 1000), "root could stop us anyway");
+        assert!(same_user(Some(0), 0));
+        assert!(!same_user(Some(1001), 1000));
+        assert!(!same_user(Some(1000), 0), "root's connections stay on the socket for other users");
+        assert!(!same_user(None, 1000));
+    }
+
+    /// A socketpair's peer is its creator: this process, our own user, so a
+    /// child's connection (and a test's) may upgrade.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_socketpair_peer_is_of_our_own_user() {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        let t = FdTransport::new(a, "pair".into()).unwrap();
+        assert_eq!(t.peer_uid(), Some(own_uid()));
+        let (tcp, _l) = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            (std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap(), l)
+        };
+        tcp.set_nonblocking(true).unwrap();
+        assert_eq!(FdTransport::new(tcp, "tcp".into()).unwrap().peer_uid(), None, "TCP says nothing of its peer");
     }
 }

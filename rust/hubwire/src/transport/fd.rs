@@ -223,6 +223,14 @@ impl<S: AsRawFd + Send + Sync + 'static> Transport for FdTransport<S> {
         self.unix
     }
 
+    fn peer_uid(&self) -> Option<u32> {
+        if self.unix {
+            fd_pass::peer_uid(self.io.as_raw_fd())
+        } else {
+            None
+        }
+    }
+
     fn accept_fds(&self, max: usize) {
         let max = if self.unix { max } else { 0 };
         let mut inbox = self.inbox.lock().unwrap();

@@ -130,6 +130,18 @@ pub fn is_unix_socket(sock: RawFd) -> bool {
     }
 }
 
+/// The uid of the process at the other end of a Unix socket
+/// (`SO_PEERCRED`); `None` for any other descriptor.
+pub fn peer_uid(sock: RawFd) -> Option<u32> {
+    // SAFETY: getsockopt writes at most `len` bytes into `cred`.
+    unsafe {
+        let mut cred: libc::ucred = std::mem::zeroed();
+        let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+        let ok = libc::getsockopt(sock, libc::SOL_SOCKET, libc::SO_PEERCRED, &mut cred as *mut _ as *mut libc::c_void, &mut len) == 0;
+        (ok && len as usize == std::mem::size_of::<libc::ucred>()).then_some(cred.uid)
+    }
+}
+
 /// Received descriptors waiting for the frame that explains them, oldest
 /// first, at most `cap` of them. With a cap of 0 (the default) the owner
 /// reads without a control buffer and nothing is ever held.

@@ -134,6 +134,13 @@ pub trait Transport: Send + Sync + 'static {
         false
     }
 
+    /// The uid of the process at the other end, when the kernel says (a
+    /// Unix socket's `SO_PEERCRED`: the peer's at `connect`, or the
+    /// creator's for a socketpair). A wrapper passes it on.
+    fn peer_uid(&self) -> Option<u32> {
+        None
+    }
+
     /// Keeps up to `max` descriptors that arrive with the bytes read, until
     /// taken with [`Transport::take_fd`]; any beyond are closed on arrival.
     /// 0 (the default) closes every descriptor that arrives: set it only

@@ -248,6 +248,10 @@ impl Transport for Ladder {
         self.socket.passes_fds()
     }
 
+    fn peer_uid(&self) -> Option<u32> {
+        self.socket.peer_uid()
+    }
+
     fn accept_fds(&self, max: usize) {
         self.socket.accept_fds(max)
     }

@@ -11,7 +11,7 @@
 //! while both sides are busy the flags stay 0 and no system call is made.
 
 use std::io::{self, IoSlice};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::task::{ready, Context, Poll};
 
@@ -55,6 +55,26 @@ fn eventfd() -> io::Result<OwnedFd> {
         return Err(io::Error::last_os_error());
     }
     Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
+}
+
+/// Checks a descriptor the peer handed over as one of a segment's
+/// eventfds (§11.4.1): an eventfd (where `/proc` says), non-blocking, so
+/// that [`signal`] never blocks the thread that writes it.
+pub fn check_eventfd(fd: BorrowedFd<'_>) -> Result<(), String> {
+    // SAFETY: F_GETFL reads the descriptor's flags; no memory is passed.
+    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    if flags < 0 {
+        return Err(format!("not a descriptor: {}", io::Error::last_os_error()));
+    }
+    if let Ok(target) = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())) {
+        if target.as_os_str() != "anon_inode:[eventfd]" {
+            return Err(format!("not an eventfd ({})", target.display()));
+        }
+    }
+    if flags & libc::O_NONBLOCK == 0 {
+        return Err("a blocking eventfd (O_NONBLOCK not set): a signal could block".into());
+    }
+    Ok(())
 }
 
 /// Adds 1 to an eventfd: wakes the side parked on it.
@@ -385,6 +405,7 @@ fn park(fd: &AsyncFd<OwnedFd>, cx: &mut Context<'_>) -> Poll<()> {
 mod tests {
     use super::*;
     use crate::transport::shm::Budget;
+    use std::os::fd::{AsFd, FromRawFd};
 
     /// Both sides of one segment in this process (two mappings of the
     /// same memfd, as two processes would have).
@@ -395,6 +416,25 @@ mod tests {
         let dup = |f: &OwnedFd| f.try_clone().unwrap();
         let theirs = [dup(&fds[0]), dup(&fds[1]), dup(&fds[2]), dup(&fds[3])];
         (Link::new(seg, true, fds, Budget::unlimited()).unwrap(), Link::new(other, false, theirs, Budget::unlimited()).unwrap())
+    }
+
+    /// What an acceptor takes as a segment's eventfd: ours pass; a
+    /// blocking eventfd (a signal to it could block our thread) and a
+    /// descriptor of another kind are refused, saying why.
+    #[test]
+    fn only_non_blocking_eventfds_pass_the_check() {
+        for fd in eventfds().unwrap() {
+            check_eventfd(fd.as_fd()).unwrap();
+        }
+        // SAFETY: new descriptors we own from here on.
+        let blocking = unsafe { OwnedFd::from_raw_fd(libc::eventfd(0, libc::EFD_CLOEXEC)) };
+        let e = check_eventfd(blocking.as_fd()).unwrap_err();
+        assert!(e.contains("blocking eventfd"), "{e}");
+        let mut p = [0; 2];
+        assert_eq!(unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) }, 0);
+        let (r, _w) = unsafe { (OwnedFd::from_raw_fd(p[0]), OwnedFd::from_raw_fd(p[1])) };
+        let e = check_eventfd(r.as_fd()).unwrap_err();
+        assert!(e.contains("not an eventfd (pipe:"), "{e}");
     }
 
     #[tokio::test(flavor = "current_thread")]
