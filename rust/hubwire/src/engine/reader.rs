@@ -214,7 +214,7 @@ pub(super) fn dispatch_all(
     delivered: &mut bool,
 ) -> Result<Option<Frame>, FrameError> {
     let ReadState { buf, decoder, run, .. } = st;
-    let mut cork = Cork { writer: &core.writer, on: false };
+    let mut cork = Cork { core, on: false, requests: 0 };
     loop {
         let frame = match decoder.decode(buf) {
             Ok(Some(f)) => f,
@@ -262,15 +262,21 @@ pub(super) fn dispatch_all(
 /// only answers, items and credit (a caller reading its own answer) does
 /// not touch the writer: two locks saved on the path of one call in
 /// flight.
+///
+/// It also counts the REQUESTs of the read: the peer has at least that many
+/// calls in flight, which sizes the writer's next batches of answers
+/// ([`Core::size_batches`]).
 struct Cork<'a> {
-    writer: &'a super::writer::Writer,
+    core: &'a Core,
     on: bool,
+    requests: usize,
 }
 
 impl Cork<'_> {
     fn before(&mut self, frame: &Frame) {
+        self.requests += matches!(frame, Frame::Request { .. }) as usize;
         if !self.on && !matches!(frame, Frame::Response { .. } | Frame::Item { .. } | Frame::Credit { .. }) {
-            self.writer.cork();
+            self.core.writer.cork();
             self.on = true;
         }
     }
@@ -279,7 +285,10 @@ impl Cork<'_> {
 impl Drop for Cork<'_> {
     fn drop(&mut self) {
         if self.on {
-            self.writer.uncork();
+            if self.requests > 1 {
+                self.core.size_batches(self.requests);
+            }
+            self.core.writer.uncork();
         }
     }
 }

@@ -217,6 +217,13 @@ impl Core {
         let _ = if soon { self.writer.push_soon(head, &payload) } else { self.writer.push(head, &payload) };
     }
 
+    /// Sizes the writer's batches for `in_flight` calls
+    /// ([`Writer::set_batch`]); on shared memory, where a write costs no
+    /// system call, they stay small.
+    pub(crate) fn size_batches(&self, in_flight: usize) {
+        self.writer.set_batch(if self.on_shm() { 0 } else { in_flight });
+    }
+
     /// A served call counted in `answering` has its RESPONSE queued (or
     /// ended without one): its slot is free, and a drain waiting for the
     /// last call may now flush and close.
@@ -282,7 +289,7 @@ impl Core {
             Some(_) => None,
         };
         // Other calls in flight: this REQUEST can share a write with theirs.
-        let (id, pipelined, slot) = {
+        let (id, in_flight, slot) = {
             let mut t = self.calls.lock().unwrap();
             if let Some(e) = &t.closed {
                 return Err(e.clone());
@@ -299,8 +306,12 @@ impl Core {
                 }
             };
             t.out.insert(id, OutCall { sink, send_credit, recv });
-            (id, t.out.len() > 1, slot)
+            (id, t.out.len(), slot)
         };
+        let pipelined = in_flight > 1;
+        if pipelined {
+            self.size_batches(in_flight);
+        }
         let timeout_ms = timeout.map_or(0, |t| t.as_millis().clamp(1, u32::MAX as u128) as u32);
         let head = |b: &mut BytesMut| encode_request_head(b, id, kind, input.codec, timeout_ms, method, input.bytes.len());
         let sent = if pipelined { self.writer.push_soon(head, &input.bytes) } else { self.writer.push(head, &input.bytes) };

@@ -30,7 +30,13 @@
 //! once made the two processes take turns, each idle while the other
 //! worked (pipelined 16 B calls on a Unix socket, window 64, low-latency:
 //! 0.69–0.91 M calls/s; in batches of 16, 1.59–1.89 M; bench/README.md,
-//! round 8).
+//! round 8). With more calls in flight a batch grows to half of them, up
+//! to [`BATCH_MAX`] ([`Writer::set_batch`]): two batches per burst still
+//! overlap the peer's work with ours, and a socket's `sendmsg` and the
+//! peer's wake-up are paid once per 64 frames rather than per 16 (window
+//! 256: 2.0–2.3 → 2.7–2.85 M calls/s, CPU per call 0.85 → 0.65 µs;
+//! bench/README.md, round 10). On shared memory, where a write is a copy
+//! and no system call, batches stay at 16.
 //!
 //! The queue has a cap (`ConnectionOptions::write_queue`): above it, async
 //! senders wait ([`Writer::ready`]) and the reader stops taking new calls
@@ -52,10 +58,13 @@ use crate::transport::DynTransport;
 /// Payloads up to this size are copied next to their header.
 const COPY_LIMIT: usize = 4096;
 /// Frames in a batch held back by a cork or left to the background
-/// flusher, at which it is written at once (see the module doc). Small
-/// enough that the peer starts early, large enough that a `sendmsg` of
-/// 16 small frames costs less than their encoding.
+/// flusher, at which it is written at once (see the module doc), unless
+/// more calls are in flight ([`Writer::set_batch`]). Small enough that the
+/// peer starts early, large enough that a `sendmsg` of 16 small frames
+/// costs less than their encoding.
 const BATCH_FRAMES: usize = 16;
+/// The largest batch [`Writer::set_batch`] sets.
+const BATCH_MAX: usize = 64;
 /// The most bytes [`Writer::write_held`] copies while it holds the queue's
 /// lock: a batch of small frames (16 × 1 KiB), a few microseconds of
 /// other senders' wait at most.
@@ -164,6 +173,8 @@ pub(crate) struct Writer {
     /// ([`Writer::ready`]) and per REQUEST read ([`Writer::over_cap`]) take
     /// no lock. Written under the lock whenever `queued` changes.
     high: AtomicBool,
+    /// Frames at which a held-back batch is written ([`Writer::set_batch`]).
+    batch: AtomicUsize,
 }
 
 impl Writer {
@@ -177,6 +188,7 @@ impl Writer {
             stalled: Arc::new(Notify::new()),
             drained: Notify::new(),
             waiters: AtomicUsize::new(0),
+            batch: AtomicUsize::new(BATCH_FRAMES),
         });
         tokio::spawn(background_flush(Arc::downgrade(&w), w.stalled.clone()));
         w
@@ -279,6 +291,12 @@ impl Writer {
         self.q.lock().unwrap().corked = true;
     }
 
+    /// Sizes the batches for `in_flight` calls: half of them, between
+    /// [`BATCH_FRAMES`] and [`BATCH_MAX`] frames (0: the smallest).
+    pub(crate) fn set_batch(&self, in_flight: usize) {
+        self.batch.store((in_flight / 2).clamp(BATCH_FRAMES, BATCH_MAX), Ordering::Relaxed);
+    }
+
     /// Ends [`Writer::cork`]: writes what was queued meanwhile.
     pub(crate) fn uncork(&self) {
         let held = {
@@ -318,7 +336,7 @@ impl Writer {
             q.queued += added;
             q.frames += 1;
             self.mark(&q);
-            let full = q.frames >= BATCH_FRAMES;
+            let full = q.frames >= self.batch.load(Ordering::Relaxed);
             if q.flushing {
                 if full && q.handed == Handoff::Soon {
                     q.handed = Handoff::None;

@@ -204,6 +204,27 @@ async fn a_corked_batch_is_written_once_it_holds_batch_frames() {
     assert_eq!(writes(&t)[1], [n, n, n, n + 1, n + 1, n + 1], "the rest leaves on uncork");
 }
 
+/// With many calls in flight a corked batch grows to half of them, up to
+/// `BATCH_MAX`; with few it is `BATCH_FRAMES` again.
+#[tokio::test(flavor = "current_thread")]
+async fn a_batch_grows_with_the_calls_in_flight_up_to_its_limit() {
+    let t = Arc::new(Recorder::default());
+    let w = Writer::new(t.clone(), 1 << 20);
+    for (in_flight, batch) in [(256, BATCH_MAX), (64, 32), (10, BATCH_FRAMES), (0, BATCH_FRAMES)] {
+        w.set_batch(in_flight);
+        w.cork();
+        for i in 0..batch + 1 {
+            w.push(frame(i as u8), &Bytes::new()).unwrap();
+        }
+        let all = writes(&t);
+        assert_eq!(all.len(), 1, "{in_flight} in flight: one write, of the full batch: {all:?}");
+        assert_eq!(all[0].len(), 3 * batch, "{in_flight} in flight: a batch of {batch}");
+        w.uncork();
+        assert_eq!(writes(&t).len(), 2, "the frame after the batch leaves on uncork");
+        t.writes.lock().unwrap().clear();
+    }
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn a_sender_that_fills_the_batch_takes_the_flush_back_from_the_background() {
     let t = Arc::new(Recorder::default());
