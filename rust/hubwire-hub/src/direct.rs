@@ -95,6 +95,16 @@ pub fn offer(reg: &Arc<Registry>, allowed: bool, call: Incoming) -> Result<Serve
                             link.describe()
                         )));
                     }
+                    // Each end of a socketpair reports its creator, the hub,
+                    // as its peer (`SO_PEERCRED`): a client of another user
+                    // and the replica would both take the other for the
+                    // hub's user and might share memory (§11.4, §14.4).
+                    if !hubwire::transport::shm::may_share_with(link.peer_uid()) {
+                        return Err(Error::invalid_argument(format!(
+                            "provider {:?} is spawned by the hub: its direct path is a descriptor, handed only to a client of the hub's own user or root",
+                            p.config.name
+                        )));
+                    }
                     let (theirs, yours) =
                         std::os::unix::net::UnixStream::pair().map_err(|e| Error::unavailable(format!("socketpair: {e}")))?;
                     let (theirs, yours) = (OwnedFd::from(theirs), OwnedFd::from(yours));

@@ -342,6 +342,12 @@ impl DirectLink {
         self.core.transport.passes_fds()
     }
 
+    /// The uid of the process at the other end, when its socket says
+    /// ([`Transport::peer_uid`](crate::transport::Transport::peer_uid)).
+    pub fn peer_uid(&self) -> Option<u32> {
+        self.core.transport.peer_uid()
+    }
+
     /// Where it goes, for logs.
     pub fn describe(&self) -> String {
         self.core.transport.describe()

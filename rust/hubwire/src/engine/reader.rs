@@ -536,9 +536,12 @@ fn on_items(core: &Arc<Core>, id: u32, items: &mut Vec<Payload>) -> Result<(), F
             return Ok(());
         }
         let served: Served = st.served.remove(&id).expect("present");
+        // Out of the table, answering until its RESPONSE is queued (a
+        // drain must not close in between).
+        core.answering.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         drop(st);
         served.cancel();
-        core.send_response(id, Err(overrun()), false);
+        core.answer_served(id, Err(overrun()), false);
     }
     Ok(())
 }

@@ -198,8 +198,7 @@ pub(crate) fn on_request(
     let answer = |served: Served, cancel: Arc<CancelSignal>, result| {
         served.end();
         CancelSignal::end(cancel);
-        core.send_response(id, result, more);
-        core.answered();
+        core.answer_served(id, result, more);
         Ok(false)
     };
     let mut work = match std::panic::catch_unwind(AssertUnwindSafe(|| service.start(call))) {
@@ -282,10 +281,10 @@ fn finish(core: &Arc<Core>, id: u32, cancel: &Arc<CancelSignal>, result: Option<
     };
     if let Some(served) = live {
         served.cancel();
-        if let Some(result) = result {
-            core.send_response(id, result, more);
+        match result {
+            Some(result) => core.answer_served(id, result, more),
+            None => core.answered(),
         }
-        core.answered();
     }
     more
 }

@@ -51,15 +51,18 @@ pub(crate) struct Core {
     /// Signalled when a draining connection runs out of calls.
     pub(crate) idle: Notify,
     /// Served calls outside the table whose RESPONSE is not queued yet:
-    /// one answering on the reader (it never enters the table), and one
-    /// whose task took it out of the table to answer. Each still holds its
-    /// `max_calls` slot, and a drain waits for it ([`Core::answered`]):
-    /// counted by the table alone, a drain could close between the table
-    /// and the queue and drop the answer, and a peer that does not read
-    /// could have more than `max_calls` answers queued.
+    /// one being answered on the reader (it enters the table only if its
+    /// first poll is pending), and one taken out of the table to answer
+    /// (its task's end, or the reader refusing an ITEM beyond the window).
+    /// Each still holds its `max_calls` slot until the RESPONSE is queued
+    /// ([`Core::answer_served`], which frees it under the write queue's
+    /// lock), and a drain waits for it: counted by the table alone, a
+    /// drain could close between the table and the queue and drop the
+    /// answer, and a peer that does not read could have more than
+    /// `max_calls` answers queued.
     pub(crate) answering: AtomicUsize,
-    /// Set once [`Core::drain`] has begun: [`Core::answered`] then checks
-    /// whether the connection ran out of calls.
+    /// Set once [`Core::drain`] has begun: a drop of `answering` then
+    /// wakes the drain.
     pub(crate) drain_started: AtomicBool,
     /// Where DIRECT and ACCEPT frames go (`direct.rs`), set once at open.
     pub(crate) direct: std::sync::OnceLock<super::handoff::DirectHook>,
@@ -195,10 +198,22 @@ impl Core {
         sent.map_err(|r| Error::unavailable(format!("connection closed: {r}")))
     }
 
-    /// Sends a RESPONSE; `soon` when other served calls are in flight (see
-    /// [`Writer::push_soon`]). A response over the caller's `max_frame` is
-    /// replaced by `too_large`.
+    /// Sends a RESPONSE to a call that was never served (refused, or no
+    /// service); `soon` when other served calls are in flight (see
+    /// [`Writer::push_soon`]).
     pub(crate) fn send_response(&self, id: u32, result: Result<Option<Payload>, Error>, soon: bool) {
+        self.respond(id, result, soon, None);
+    }
+
+    /// Sends the RESPONSE of a served call counted in `answering`, whose
+    /// slot is freed as the RESPONSE is queued, then tells a waiting drain.
+    pub(crate) fn answer_served(&self, id: u32, result: Result<Option<Payload>, Error>, soon: bool) {
+        self.respond(id, result, soon, Some(&self.answering));
+        self.after_answer();
+    }
+
+    /// A RESPONSE over the caller's `max_frame` is replaced by `too_large`.
+    fn respond(&self, id: u32, result: Result<Option<Payload>, Error>, soon: bool, slot: Option<&AtomicUsize>) {
         let (codec, code, message, payload) = match result {
             Ok(Some(p)) => (p.codec, Code::Ok, String::new(), p.bytes),
             Ok(None) => (Codec::Raw, Code::Ok, String::new(), Bytes::new()),
@@ -210,11 +225,12 @@ impl Core {
         let body = response_body_len(&message, payload.len());
         if body > self.peer.max_frame as usize {
             let msg = format!("response of {body} bytes exceeds the caller's max_frame of {} bytes", self.peer.max_frame);
-            let _ = self.push(|b| encode_response_head(b, id, Codec::Raw, Code::TooLarge, &msg, 0), &Bytes::new());
+            let head = |b: &mut BytesMut| encode_response_head(b, id, Codec::Raw, Code::TooLarge, &msg, 0);
+            let _ = self.writer.push_freeing(head, &Bytes::new(), false, slot);
             return;
         }
         let head = |b: &mut BytesMut| encode_response_head(b, id, codec, code, &message, payload.len());
-        let _ = if soon { self.writer.push_soon(head, &payload) } else { self.writer.push(head, &payload) };
+        let _ = self.writer.push_freeing(head, &payload, soon, slot);
     }
 
     /// Sizes the writer's batches for `in_flight` calls
@@ -224,13 +240,20 @@ impl Core {
         self.writer.set_batch(if self.on_shm() { 0 } else { in_flight });
     }
 
-    /// A served call counted in `answering` has its RESPONSE queued (or
-    /// ended without one): its slot is free, and a drain waiting for the
-    /// last call may now flush and close.
+    /// A served call counted in `answering` ended without a RESPONSE
+    /// (the connection died, or it was cancelled): its slot is free.
     pub(crate) fn answered(&self) {
         self.answering.fetch_sub(1, SeqCst);
+        self.after_answer();
+    }
+
+    /// After `answering` dropped: a drain waiting for the last call may
+    /// now flush and close. The drain checks the table and the count again
+    /// itself; `drain_started` is read after the count dropped and set
+    /// before the drain reads the count (both SeqCst), so one of the two
+    /// sees the other.
+    fn after_answer(&self) {
         if self.drain_started.load(SeqCst) {
-            // The drain checks the table and the count again itself.
             self.idle.notify_waiters();
         }
     }
@@ -397,8 +420,13 @@ impl Core {
         let _ = tokio::time::timeout(grace, async {
             loop {
                 let notified = self.idle.notified();
-                if self.calls.lock().unwrap().idle() && self.answering.load(SeqCst) == 0 {
-                    return;
+                {
+                    // Both read under the lock: a call moves from
+                    // `answering` into the table under it.
+                    let t = self.calls.lock().unwrap();
+                    if t.closed.is_some() || (t.idle() && self.answering.load(SeqCst) == 0) {
+                        return;
+                    }
                 }
                 notified.await;
             }

@@ -37,7 +37,7 @@ const OFFER_FDS: usize = 5;
 /// descriptors can pass on it; the acceptor then keeps the descriptors of
 /// an offer that may come with the dialer's first frames.
 pub(crate) fn wrap(transport: DynTransport, options: &ConnectionOptions, dialer: bool) -> (DynTransport, Option<Arc<Ladder>>) {
-    if !options.shm || !transport.passes_fds() || !same_user(transport.peer_uid(), own_uid()) {
+    if !options.shm || !transport.passes_fds() || !crate::transport::shm::may_share_with(transport.peer_uid()) {
         return (transport, None);
     }
     let ladder = Arc::new(Ladder::new(transport));
@@ -45,20 +45,6 @@ pub(crate) fn wrap(transport: DynTransport, options: &ConnectionOptions, dialer:
         ladder.accept_fds(OFFER_FDS);
     }
     (ladder.clone(), Some(ladder))
-}
-
-/// Whether the upgrade may be offered to, or taken from, the peer: one of
-/// our own user, or root (§11.4). Whoever holds the eventfds can make our
-/// signals block (clear `O_NONBLOCK` on them, fill their counters); a
-/// process of our user could stop us by other means anyway, one of
-/// another user (let in by the socket's mode) must not. Unknown: no.
-fn same_user(peer: Option<u32>, own: u32) -> bool {
-    matches!(peer, Some(uid) if uid == own || uid == 0)
-}
-
-fn own_uid() -> u32 {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() }
 }
 
 /// Lists `shm` in our HELLO when we run over a ladder.
@@ -268,18 +254,6 @@ mod tests {
     use super::*;
     use crate::transport::fd::FdTransport;
 
-    /// The upgrade is offered to and taken from a peer of our own user or
-    /// root only; an unknown peer (no `SO_PEERCRED`) gets none.
-    #[test]
-    fn only_a_peer_of_our_user_or_root_may_upgrade() {
-        assert!(same_user(Some(1000), 1000));
-        assert!(same_user(Some(0), 1000), "root could stop us anyway");
-        assert!(same_user(Some(0), 0));
-        assert!(!same_user(Some(1001), 1000));
-        assert!(!same_user(Some(1000), 0), "root's connections stay on the socket for other users");
-        assert!(!same_user(None, 1000));
-    }
-
     /// A socketpair's peer is its creator: this process, our own user, so a
     /// child's connection (and a test's) may upgrade.
     #[tokio::test(flavor = "current_thread")]
@@ -287,7 +261,8 @@ mod tests {
         let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
         a.set_nonblocking(true).unwrap();
         let t = FdTransport::new(a, "pair".into()).unwrap();
-        assert_eq!(t.peer_uid(), Some(own_uid()));
+        assert_eq!(t.peer_uid(), Some(unsafe { libc::geteuid() }));
+        assert!(crate::transport::shm::may_share_with(t.peer_uid()));
         let (tcp, _l) = {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             (std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap(), l)

@@ -14,7 +14,7 @@
 //!
 //! Two exceptions to flushing at once, both so that frames that come in a
 //! burst leave in few writes (one `sendmsg`, one wake-up of the peer per
-//! [`BATCH_FRAMES`] frames) rather than one each:
+//! batch) rather than one each:
 //! * while the reader dispatches the frames of one read, the writer is
 //!   *corked*: answers produced meanwhile (handlers that finish at once)
 //!   are written together when it is done ([`Writer::uncork`]);
@@ -24,8 +24,8 @@
 //!   after the tasks already woken, so their frames join the same write.
 //!   One call in flight is never delayed this way.
 //!
-//! Either way a batch is written once it holds [`BATCH_FRAMES`] frames,
-//! without waiting for the rest of the burst: the peer starts on the first
+//! Either way a batch is written once it is full ([`BATCH_FRAMES`] frames,
+//! or more with many calls in flight, below), without waiting for the rest of the burst: the peer starts on the first
 //! frames while this side produces the next ones. Writing a whole burst at
 //! once made the two processes take turns, each idle while the other
 //! worked (pipelined 16 B calls on a Unix socket, window 64, low-latency:
@@ -34,8 +34,8 @@
 //! to [`BATCH_MAX`] ([`Writer::set_batch`]): two batches per burst still
 //! overlap the peer's work with ours, and a socket's `sendmsg` and the
 //! peer's wake-up are paid once per 64 frames rather than per 16 (window
-//! 256: 2.0–2.3 → 2.7–2.85 M calls/s, CPU per call 0.85 → 0.65 µs;
-//! bench/README.md, round 10). On shared memory, where a write is a copy
+//! 256, four turns: 1.9–2.3 → 2.3–2.8 M calls/s, CPU per call 0.81–1.0 →
+//! 0.65–0.83 µs; bench/README.md, round 10). On shared memory, where a write is a copy
 //! and no system call, batches stay at 16.
 //!
 //! The queue has a cap (`ConnectionOptions::write_queue`): above it, async
@@ -101,8 +101,8 @@ struct Queue {
 enum Handoff {
     #[default]
     None,
-    /// By [`Writer::push_soon`]: a sender that brings the batch to
-    /// [`BATCH_FRAMES`] takes the flush back and writes it itself.
+    /// By [`Writer::push_soon`]: a sender that fills the batch takes the
+    /// flush back and writes it itself.
     Soon,
     /// The socket was full, or a frame written alone left others queued.
     Stalled,
@@ -198,17 +198,30 @@ impl Writer {
     /// `payload` follows. Flushes inline unless another task is flushing
     /// or the writer is corked. Fails only when the connection is closed.
     pub(crate) fn push(&self, head: impl FnOnce(&mut BytesMut), payload: &Bytes) -> Result<(), String> {
-        if self.enqueue(head, payload, false)? == Flush::Now {
-            self.flush_inline();
-        }
-        Ok(())
+        self.push_freeing(head, payload, false, None)
     }
 
     /// Like [`Writer::push`], but the write is left to the background
     /// flusher, so that frames other tasks push before it runs go out in
     /// the same write. For frames that are not alone (see the module doc).
     pub(crate) fn push_soon(&self, head: impl FnOnce(&mut BytesMut), payload: &Bytes) -> Result<(), String> {
-        match self.enqueue(head, payload, true)? {
+        self.push_freeing(head, payload, true, None)
+    }
+
+    /// [`Writer::push`] (or, with `soon`, [`Writer::push_soon`]) that
+    /// also takes one from `slot`, under the lock that queues the frame:
+    /// the count drops before any flusher can write the frame, so a peer
+    /// that has it and sends its next call never finds the slot still
+    /// taken (`Core::answering`: a served call's `max_calls` slot). Taken
+    /// also when the writer is closed and the frame dropped.
+    pub(crate) fn push_freeing(
+        &self,
+        head: impl FnOnce(&mut BytesMut),
+        payload: &Bytes,
+        soon: bool,
+        slot: Option<&AtomicUsize>,
+    ) -> Result<(), String> {
+        match self.enqueue(head, payload, soon, slot)? {
             Flush::No => {}
             Flush::Now => self.flush_inline(),
             Flush::Soon => self.stalled.notify_one(),
@@ -294,7 +307,12 @@ impl Writer {
     /// Sizes the batches for `in_flight` calls: half of them, between
     /// [`BATCH_FRAMES`] and [`BATCH_MAX`] frames (0: the smallest).
     pub(crate) fn set_batch(&self, in_flight: usize) {
-        self.batch.store((in_flight / 2).clamp(BATCH_FRAMES, BATCH_MAX), Ordering::Relaxed);
+        let n = (in_flight / 2).clamp(BATCH_FRAMES, BATCH_MAX);
+        // Stored only when it changes: called on every pipelined call, and
+        // a store would take the cache line from the other threads' loads.
+        if self.batch.load(Ordering::Relaxed) != n {
+            self.batch.store(n, Ordering::Relaxed);
+        }
     }
 
     /// Ends [`Writer::cork`]: writes what was queued meanwhile.
@@ -315,12 +333,15 @@ impl Writer {
 
     /// Appends a frame to the queue, and says what the caller does next:
     /// flush now if nobody was flushing and the writer is not corked, or
-    /// the batch is full ([`BATCH_FRAMES`]; a flush handed to the
+    /// the batch is full ([`Writer::set_batch`]; a flush handed to the
     /// background flusher and not begun is taken back); with `soon`, hand
     /// a batch that is not full to the background flusher instead.
-    fn enqueue(&self, head: impl FnOnce(&mut BytesMut), payload: &Bytes, soon: bool) -> Result<Flush, String> {
+    fn enqueue(&self, head: impl FnOnce(&mut BytesMut), payload: &Bytes, soon: bool, slot: Option<&AtomicUsize>) -> Result<Flush, String> {
         let held = {
             let mut q = self.q.lock().unwrap();
+            if let Some(slot) = slot {
+                slot.fetch_sub(1, Ordering::SeqCst);
+            }
             if let Some(reason) = &q.closed {
                 return Err(reason.clone());
             }

@@ -45,7 +45,41 @@ impl Drop for Budget {
     }
 }
 
+/// Whether this process may share memory with the process at the other
+/// end of a socket whose `SO_PEERCRED` uid is `peer_uid`
+/// ([`Transport::peer_uid`](crate::transport::Transport::peer_uid)): one
+/// of its own user, or root (§11.4). Whoever holds a segment's eventfds can
+/// make the other side's signals block (clear `O_NONBLOCK` on them, fill
+/// their counters); a process of our user could stop us by other means
+/// anyway, one of another user (let in by a socket's mode) must not.
+/// Unknown: no.
+pub fn may_share_with(peer_uid: Option<u32>) -> bool {
+    // SAFETY: geteuid cannot fail.
+    same_user(peer_uid, unsafe { libc::geteuid() })
+}
+
+fn same_user(peer: Option<u32>, own: u32) -> bool {
+    matches!(peer, Some(uid) if uid == own || uid == 0)
+}
+
 /// How many connections of this process are on shared memory now.
 pub fn live() -> usize {
     LIVE.load(Ordering::Acquire)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Memory is shared with a peer of our own user or root only; an
+    /// unknown peer (no `SO_PEERCRED`) gets none.
+    #[test]
+    fn only_a_peer_of_our_user_or_root_may_share_memory() {
+        assert!(same_user(Some(1000), 1000));
+        assert!(same_user(Some(0), 1000), "root could stop us anyway");
+        assert!(same_user(Some(0), 0));
+        assert!(!same_user(Some(1001), 1000));
+        assert!(!same_user(Some(1000), 0), "root's connections stay on the socket for other users");
+        assert!(!same_user(None, 1000));
+    }
 }
