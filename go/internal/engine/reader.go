@@ -29,9 +29,15 @@ func (c *Core) readLoop(sp spinner) {
 		// Frames the reader itself sends while it dispatches one read
 		// (CREDIT, PONG, refusals) leave in one write.
 		c.writer.cork()
-		handedOff, held, ferr := c.dispatchAll(rb, dec, &delivered)
+		handedOff, held, requests, ferr := c.dispatchAll(rb, dec, &delivered)
 		if handedOff {
 			return // another goroutine reads now (see inline.go)
+		}
+		if requests > 1 {
+			// The peer has at least that many calls in flight: our
+			// answers to its next burst leave in batches of half of it
+			// (writer.setBatch).
+			c.writer.setBatch(requests)
 		}
 		c.writer.uncork()
 		if ferr != nil {
@@ -79,31 +85,33 @@ func (c *Core) readLoop(sp spinner) {
 // handler this goroutine ran inline was slow, and another goroutine has
 // taken over reading; this one must stop touching the read state. held: a
 // REQUEST or PING arrived while the write queue is over its cap; it stays
-// unread, first in the buffer, until the queue drains.
-func (c *Core) dispatchAll(rb *readBuf, dec *frame.Decoder, delivered *bool) (handedOff, held bool, ferr *frame.Error) {
+// unread, first in the buffer, until the queue drains. requests: the
+// REQUESTs dispatched, which size the writer's batches (readLoop).
+func (c *Core) dispatchAll(rb *readBuf, dec *frame.Decoder, delivered *bool) (handedOff, held bool, requests int, ferr *frame.Error) {
 	for {
 		f, n, err := dec.Decode(rb.unread())
 		if err != nil {
-			return false, false, err
+			return false, false, requests, err
 		}
 		if n == 0 {
-			return false, false, nil
+			return false, false, requests, nil
 		}
 		if (f.Type == frame.TypeRequest || f.Type == frame.TypePing) && c.writer.overCap() {
-			return false, true, nil
+			return false, true, requests, nil
 		}
 		rb.r += n
 		if f.Type == frame.TypeRequest {
+			requests++
 			inlined, handedOff, err := c.onRequest(&f, rb.r == rb.w)
 			if err != nil || handedOff {
-				return handedOff, false, err
+				return handedOff, false, requests, err
 			}
 			*delivered = *delivered || !inlined
 			continue
 		}
 		woke, err := c.dispatch(&f)
 		if err != nil {
-			return false, false, err
+			return false, false, requests, err
 		}
 		*delivered = *delivered || woke
 	}

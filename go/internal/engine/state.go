@@ -207,9 +207,16 @@ func (c *Core) begin(ctx context.Context, call *outCall, method string, kind fra
 	}
 	call.id = c.calls.allocID()
 	c.calls.out[call.id] = call
-	pipelined := len(c.calls.out) > 1
+	inFlight := len(c.calls.out)
+	pipelined := inFlight > 1
 	call.alone = !pipelined
 	c.mu.Unlock()
+	if pipelined {
+		// Other calls in flight: their REQUESTs come in a burst of about
+		// inFlight frames, which leaves in batches of half of it
+		// (writer.setBatch).
+		c.writer.setBatch(inFlight)
+	}
 	var b [frame.HeaderLen + 5 + 255]byte
 	head := frame.AppendRequestHead(b[:0], call.id, kind, input.Codec, timeoutMs, method, len(input.Bytes))
 	if err := c.writer.push(head, input.Bytes, pipelined); err != nil {

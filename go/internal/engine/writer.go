@@ -29,7 +29,7 @@ import (
 //
 // Two exceptions to flushing at once, both so that frames that come in a
 // burst leave in few writes (one writev, one wake-up of the peer per
-// batchFrames frames) rather than one each:
+// batch) rather than one each:
 //   - while the reader dispatches the frames of one read, the writer is
 //     corked: frames the reader produces meanwhile (answers of handlers run
 //     inline, CREDIT, PONG, refusals) are written together at uncork;
@@ -42,7 +42,16 @@ import (
 // waiting for the rest of the burst: the peer starts on the first frames
 // while this side makes the next ones. Writing a whole burst at once made
 // the two processes take turns, each idle while the other worked (as in
-// the Rust runtime: its writer.rs, and bench/README.md round 8). A corked
+// the Rust runtime: its writer.rs, and bench/README.md round 8). With
+// more calls in flight a batch grows to half of them, up to batchMax
+// (setBatch: the client counts its calls in flight as it starts one, the
+// provider the REQUESTs of one read): two batches per burst still overlap
+// the peer's work with ours, and a writev and the peer's wake-up are paid
+// once per 64 frames rather than per 16 (the Rust runtime's rule,
+// bench/README.md round 10). In Go, 128 calls in flight on a Unix socket,
+// ten alternating turns: low-latency 984 → 951 ns and 1.77 → 1.69 µs CPU
+// per call (medians), efficient unchanged within the noise
+// (go/bench/README.md, Notes). A corked
 // writer then flushes inline; a sender that fills a batch handed to the
 // background flusher, which has not begun it, takes the flush back and
 // writes inline. The background flusher writes only while it holds the
@@ -87,6 +96,12 @@ type writer struct {
 	// the lock so the check per REQUEST read (overCap) takes none.
 	// Written under mu whenever queued or closed changes.
 	high atomic.Bool
+	// batch: frames at which a held-back batch is written, batchFrames to
+	// batchMax (setBatch). Atomic rather than under mu: every pipelined
+	// call sets it (Core.begin), and taking mu for that would be a second
+	// lock per call, contended by the flusher; push needs only a recent
+	// value (a stale one sizes one batch as the one before, nothing worse).
+	batch atomic.Int32
 }
 
 const (
@@ -94,11 +109,14 @@ const (
 	maxBatch  = 64 // segments per writev
 	// batchFrames: frames in a batch held back by a cork or handed to the
 	// background flusher at which it is written at once (see the top of
-	// this file): small enough that the peer starts early instead of
-	// waiting for the whole burst, large enough that one writev of 16
-	// small frames costs less than making them. The Rust writer's
-	// BATCH_FRAMES.
+	// this file), unless more calls are in flight (setBatch): small enough
+	// that the peer starts early instead of waiting for the whole burst,
+	// large enough that one writev of 16 small frames costs less than
+	// making them. The Rust writer's BATCH_FRAMES.
 	batchFrames = 16
+	// batchMax: the largest batch setBatch sets (the Rust writer's
+	// BATCH_MAX).
+	batchMax = 64
 )
 
 // handoff says whether, and why, the flush is handed to the background
@@ -108,8 +126,8 @@ type handoff uint8
 const (
 	handNone handoff = iota
 	// handSoon: by a frame pushed soon; the background flusher yields once
-	// before it begins, and a sender that brings the batch to batchFrames
-	// frames meanwhile takes the flush back.
+	// before it begins, and a sender that fills the batch meanwhile takes
+	// the flush back.
 	handSoon
 	// handStalled: the socket was full; the background flusher waits for room.
 	handStalled
@@ -126,15 +144,28 @@ func newWriter(t transport.Transport, cap int) *writer {
 // newWriterAlone is newWriter without its background flusher (tests start
 // it when they choose).
 func newWriterAlone(t transport.Transport, cap int) *writer {
-	return &writer{t: t, cap: cap, head: make([]byte, 0, 16<<10), drained: make(chan struct{}), kick: make(chan struct{}, 1)}
+	w := &writer{t: t, cap: cap, head: make([]byte, 0, 16<<10), drained: make(chan struct{}), kick: make(chan struct{}, 1)}
+	w.batch.Store(batchFrames)
+	return w
+}
+
+// setBatch sizes the batches for inFlight calls: half of them, between
+// batchFrames and batchMax frames (0: the smallest). Half, so that a
+// burst of inFlight frames still leaves in two batches or more, the peer
+// working on the first while this side makes the next; up to 64, so that
+// the writev and the peer's wake-up are paid once per 64 small frames
+// rather than per 16 when many calls are pipelined (Core.begin, and the
+// reader per read: Core.readLoop).
+func (w *writer) setBatch(inFlight int) {
+	w.batch.Store(int32(min(max(inFlight/2, batchFrames), batchMax)))
 }
 
 // push queues a frame: head (copied) then payload. It flushes inline
 // unless another goroutine is flushing, the writer is corked, or soon is
-// set (then the background flusher writes) — but a batch of batchFrames
-// frames is written at once, corked or not, and if it was handed to the
-// background flusher, not yet begun, this sender takes it back. It fails
-// only when the connection is closed.
+// set (then the background flusher writes) — but a full batch (batchFrames
+// frames, or as many as setBatch set) is written at once, corked or not,
+// and if it was handed to the background flusher, not yet begun, this
+// sender takes it back. It fails only when the connection is closed.
 func (w *writer) push(head, payload []byte, soon bool) error {
 	return w.pushFreeing(head, payload, soon, nil)
 }
@@ -164,7 +195,7 @@ func (w *writer) pushFreeing(head, payload []byte, soon bool, slot *atomic.Int32
 	w.queued += len(head) + len(payload)
 	w.frames++
 	w.mark()
-	full := w.frames >= batchFrames
+	full := w.frames >= int(w.batch.Load())
 	if w.flushing {
 		if full && w.handed == handSoon {
 			// Not begun: take it back (the kick left is ignored).

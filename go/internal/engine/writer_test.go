@@ -10,7 +10,7 @@ import (
 
 // Batches of batchFrames frames (writer.go): a batch held back by a cork
 // or handed to the background flusher leaves once it holds batchFrames
-// frames.
+// frames, or as many as setBatch set.
 
 func TestACorkedBatchLeavesOnceItHoldsBatchFrames(t *testing.T) {
 	r := &recorder{}
@@ -40,6 +40,32 @@ func TestACorkedBatchLeavesOnceItHoldsBatchFrames(t *testing.T) {
 		t.Fatalf("the rest leaves in one write at uncork: %v", got)
 	}
 	w.close("done")
+}
+
+// With calls in flight, a batch is half of them, between batchFrames and
+// batchMax frames (setBatch).
+func TestACorkedBatchGrowsWithTheCallsInFlight(t *testing.T) {
+	for _, c := range []struct{ inFlight, frames int }{{256, batchMax}, {64, 32}, {10, batchFrames}} {
+		r := &recorder{}
+		w := newWriter(r, DefaultWriteQueue)
+		w.setBatch(c.inFlight)
+		w.cork()
+		var want []byte
+		for i := range c.frames - 1 {
+			w.push([]byte{byte(i)}, nil, false)
+			want = append(want, byte(i))
+		}
+		if got := r.got(); len(got) != 0 {
+			t.Fatalf("setBatch(%d): written while corked with %d frames: %v", c.inFlight, c.frames-1, got)
+		}
+		w.push([]byte{byte(c.frames - 1)}, nil, false)
+		want = append(want, byte(c.frames-1))
+		if got := r.got(); len(got) != 1 || !bytes.Equal(got[0], want) {
+			t.Fatalf("setBatch(%d): a corked batch of %d frames leaves at once, in one write: %v", c.inFlight, c.frames, got)
+		}
+		w.uncork()
+		w.close("done")
+	}
 }
 
 func TestASenderThatFillsASoonBatchWritesItItself(t *testing.T) {
