@@ -157,7 +157,13 @@ func newWriterAlone(t transport.Transport, cap int) *writer {
 // rather than per 16 when many calls are pipelined (Core.begin, and the
 // reader per read: Core.readLoop).
 func (w *writer) setBatch(inFlight int) {
-	w.batch.Store(int32(min(max(inFlight/2, batchFrames), batchMax)))
+	n := int32(min(max(inFlight/2, batchFrames), batchMax))
+	// Stored only when it changes: called on every pipelined call, and a
+	// store (a locked exchange on amd64) would take the cache line from
+	// the flushers' loads each time, as in the Rust writer.
+	if w.batch.Load() != n {
+		w.batch.Store(n)
+	}
 }
 
 // push queues a frame: head (copied) then payload. It flushes inline
