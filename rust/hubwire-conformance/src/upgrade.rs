@@ -2,8 +2,8 @@
 //! §11.4): the `offer_upgrade` step sends UPGRADE as the dialer would —
 //! with a good segment, a segment of the wrong size, a good segment with
 //! blocking eventfds, or no descriptors at all — and checks the testee's
-//! answer; the `accept_upgrade` step
-//! takes the testee's offer as the acceptor. An offer accepted either way
+//! answer; the `accept_upgrade` step takes the testee's offer as the
+//! acceptor. An offer accepted either way
 //! moves the runner onto the rings with the runtime's own segment and
 //! link code (`hubwire::transport::shm`), at the markers (`peer.rs`).
 //!
@@ -46,18 +46,18 @@ fn memfd(file_size: usize) -> Result<OwnedFd, String> {
     }
 }
 
-/// Four eventfds without `O_NONBLOCK`, which an acceptor must refuse
-/// (§11.4.1: a signal to one could block its thread).
+/// The runtime's four eventfds with `O_NONBLOCK` cleared, as a hostile
+/// peer could clear it, which an acceptor must refuse (§11.4.1: a signal
+/// to one could block its thread).
 fn blocking_eventfds() -> Result<[OwnedFd; 4], String> {
-    let one = || {
-        // SAFETY: a new descriptor we own from here on.
-        let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
-        if raw < 0 {
-            return Err(format!("eventfd: {}", std::io::Error::last_os_error()));
+    let fds = link::eventfds().map_err(|e| e.to_string())?;
+    for fd in &fds {
+        // SAFETY: F_SETFL on a descriptor we own; no memory is passed.
+        if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, 0) } < 0 {
+            return Err(format!("fcntl: {}", std::io::Error::last_os_error()));
         }
-        Ok(unsafe { OwnedFd::from_raw_fd(raw) })
-    };
-    Ok([one()?, one()?, one()?, one()?])
+    }
+    Ok(fds)
 }
 
 unsafe fn libc_memfd() -> Result<i32, String> {
@@ -70,8 +70,8 @@ unsafe fn libc_memfd() -> Result<i32, String> {
 }
 
 /// The `offer_upgrade` step: `{segment: valid | wrong_size |
-/// blocking_eventfds | none, expect: CODE, then: close}`. `expect` is the code of the testee's
-/// UPGRADED; after a refusal the connection must go on working (a PING is
+/// blocking_eventfds | none, expect: CODE, then: close}`. `expect` is the
+/// code of the testee's UPGRADED; after a refusal the connection must go on working (a PING is
 /// answered). Without `expect` (a valid segment only) the offer is sent
 /// and the case's next steps take the answer among other frames.
 /// `then: close` closes the connection right after the offer (a dialer
@@ -152,9 +152,7 @@ pub async fn accept(peer: &mut Peer, testee_lists_shm: bool, wait: Duration) -> 
         return Err("the testee's UPGRADE did not carry exactly five descriptors".into());
     };
     let seg = Segment::open(&memfd).map_err(|e| format!("the testee's segment is refused: {e}"))?;
-    for (fd, name) in [(&d0, "data_0"), (&r0, "room_0"), (&d1, "data_1"), (&r1, "room_1")] {
-        link::check_eventfd(fd.as_fd()).map_err(|m| format!("the testee's {name} is refused: {m}"))?;
-    }
+    link::check_eventfds([&d0, &r0, &d1, &r1]).map_err(|m| format!("the testee's {m} is refused"))?;
     let link = Link::new(seg, false, [d0, r0, d1, r1], Budget::unlimited()).map_err(|e| e.to_string())?;
     peer.attach(link, false)?;
     peer.switch_write().await

@@ -4,11 +4,10 @@
 //!
 //! A connection over a socket that passes descriptors, to a peer of our
 //! own user or root, with the upgrade switched on, runs over a [`Ladder`]
-//! and lists `shm` in its HELLO. If the
-//! peer lists it too, the dialer sends UPGRADE with the segment's five
-//! descriptors; the acceptor answers UPGRADED, which when `ok` is its last
-//! frame on the socket, and the dialer's own UPGRADED `ok` is its last. The
-//! frames before a marker are read from the socket and the ones after from
+//! and lists `shm` in its HELLO. If the peer lists it too, the dialer
+//! sends UPGRADE with the segment's five descriptors; the acceptor answers
+//! UPGRADED, which when `ok` is its last frame on the socket, and the
+//! dialer's own UPGRADED `ok` is its last. The frames before a marker are read from the socket and the ones after from
 //! the ring, so calls in flight never notice. Nothing waits for the
 //! upgrade: until it is settled, frames flow on the socket.
 
@@ -175,9 +174,7 @@ fn take_offer(up: &Upgrade, mechanism: &str, fds: Vec<OwnedFd>) -> Result<Link, 
         .ok_or_else(|| (Code::ResourceExhausted, format!("over {} upgraded connections", up.max_connections)))?;
     let seg =
         Segment::open(&memfd).map_err(|m| (if m.starts_with("cannot map") { Code::Unavailable } else { Code::InvalidArgument }, m))?;
-    for (fd, name) in [(&d0, "data_0"), (&r0, "room_0"), (&d1, "data_1"), (&r1, "room_1")] {
-        link::check_eventfd(fd.as_fd()).map_err(|m| (Code::InvalidArgument, format!("{name}: {m}")))?;
-    }
+    link::check_eventfds([&d0, &r0, &d1, &r1]).map_err(|m| (Code::InvalidArgument, m))?;
     Link::new(seg, false, [d0, r0, d1, r1], budget).map_err(|e| (Code::Unavailable, format!("cannot wait on the eventfds: {e}")))
 }
 

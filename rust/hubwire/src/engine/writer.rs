@@ -25,8 +25,9 @@
 //!   One call in flight is never delayed this way.
 //!
 //! Either way a batch is written once it is full ([`BATCH_FRAMES`] frames,
-//! or more with many calls in flight, below), without waiting for the rest of the burst: the peer starts on the first
-//! frames while this side produces the next ones. Writing a whole burst at
+//! or more with many calls in flight, below), without waiting for the rest
+//! of the burst: the peer starts on the first frames while this side
+//! produces the next ones. Writing a whole burst at
 //! once made the two processes take turns, each idle while the other
 //! worked (pipelined 16 B calls on a Unix socket, window 64, low-latency:
 //! 0.69–0.91 M calls/s; in batches of 16, 1.59–1.89 M; bench/README.md,
@@ -35,8 +36,8 @@
 //! overlap the peer's work with ours, and a socket's `sendmsg` and the
 //! peer's wake-up are paid once per 64 frames rather than per 16 (window
 //! 256, four turns: 1.9–2.3 → 2.3–2.8 M calls/s, CPU per call 0.81–1.0 →
-//! 0.65–0.83 µs; bench/README.md, round 10). On shared memory, where a write is a copy
-//! and no system call, batches stay at 16.
+//! 0.65–0.83 µs; bench/README.md, round 10). On shared memory, where a
+//! write is a copy and no system call, batches stay at 16.
 //!
 //! The queue has a cap (`ConnectionOptions::write_queue`): above it, async
 //! senders wait ([`Writer::ready`]) and the reader stops taking new calls

@@ -11,7 +11,7 @@
 //! while both sides are busy the flags stay 0 and no system call is made.
 
 use std::io::{self, IoSlice};
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::task::{ready, Context, Poll};
 
@@ -73,6 +73,16 @@ pub fn check_eventfd(fd: BorrowedFd<'_>) -> Result<(), String> {
     }
     if flags & libc::O_NONBLOCK == 0 {
         return Err("a blocking eventfd (O_NONBLOCK not set): a signal could block".into());
+    }
+    Ok(())
+}
+
+/// [`check_eventfd`] for the four eventfds of an offer, in the order they
+/// travel (`data_0`, `room_0`, `data_1`, `room_1`); the error names the one
+/// refused.
+pub fn check_eventfds(fds: [&OwnedFd; 4]) -> Result<(), String> {
+    for (fd, name) in fds.into_iter().zip(["data_0", "room_0", "data_1", "room_1"]) {
+        check_eventfd(fd.as_fd()).map_err(|m| format!("{name}: {m}"))?;
     }
     Ok(())
 }
@@ -405,7 +415,7 @@ fn park(fd: &AsyncFd<OwnedFd>, cx: &mut Context<'_>) -> Poll<()> {
 mod tests {
     use super::*;
     use crate::transport::shm::Budget;
-    use std::os::fd::{AsFd, FromRawFd};
+    use std::os::fd::FromRawFd;
 
     /// Both sides of one segment in this process (two mappings of the
     /// same memfd, as two processes would have).
