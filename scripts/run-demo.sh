@@ -20,7 +20,7 @@ chmod go-w "$config"
 # pick a free one (as `make test-demo` does, so that no other process can
 # take the port between choosing it and binding it); it is then read from the
 # hub's "HTTP gateway listen=HOST:PORT" log line.
-http_port=$(sed -n 's/^http *= *"[^"]*:\([0-9][0-9]*\)".*/\1/p' "$config" | head -n1)
+http_port=$(sed -n 's/^http *= *"[^"]*:\([0-9][0-9]*\)".*/\1/p' "$config" | sed -n 1p)
 [ -n "$http_port" ] || { echo "error: $config has no [hub] http = \"HOST:PORT\" line" >&2; exit 1; }
 log=$(mktemp "${TMPDIR:-/tmp}/hubwire-run.XXXXXX")
 hub_pid=""
@@ -47,7 +47,7 @@ http() {
   printf '%s %s HTTP/1.0\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' \
     "$method" "$path" "${#body}" "$body" >&5
   local response; response=$(cat <&5); exec 5>&-
-  printf '%s\n' "$response" | head -n1 | tr -d '\r' | sed 's/^/  /'
+  printf '%s\n' "$response" | sed -n 1p | tr -d '\r' | sed 's/^/  /'
   printf '%s\n' "$response" | tr -d '\r' | sed '1,/^$/d' | sed 's/^/  /'
 }
 
@@ -70,7 +70,7 @@ for _ in $(seq 200); do
 done
 [ "${ready:-0}" -ge "$expected" ] || { cat "$log" >&2; echo "error: providers not ready after 20 s" >&2; exit 1; }
 if [ "$http_port" = 0 ]; then
-  http_port=$(sed -n 's/.*HTTP gateway.*listen=[^ ]*:\([0-9][0-9]*\).*/\1/p' "$log" | head -n1)
+  http_port=$(sed -n 's/.*HTTP gateway.*listen=[^ ]*:\([0-9][0-9]*\).*/\1/p' "$log" | sed -n 1p)
   [ -n "$http_port" ] || { cat "$log" >&2; echo "error: the hub did not log its HTTP gateway's port" >&2; exit 1; }
 fi
 export HUBWIRE_HUB="unix:$sock"
