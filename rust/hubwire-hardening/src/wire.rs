@@ -4,12 +4,19 @@
 //! deadline. This is how the cases speak to the hub as a broken or hostile
 //! peer would, below the runtime's well-behaved client.
 
+use std::ffi::CString;
+use std::io::{Read as _, Write as _};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use hubwire_frame::{Code, Codec, Decoder, Frame, Hello, Kind, PeerInfo, DEFAULT_MAX_FRAME};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 /// Something a raw peer can read and write.
 pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
@@ -42,7 +49,58 @@ impl Raw {
     pub async fn unix(path: &Path) -> Result<Raw, String> {
         let c = tokio::time::timeout(Duration::from_secs(5), tokio::net::UnixStream::connect(path)).await;
         let s = c.map_err(|_| "connect: no answer within 5 s".to_string())?.map_err(|e| format!("connect: {e}"))?;
-        Ok(Raw::over(Box::new(s)))
+        Raw::unix_socket(s.into_std().map_err(|e| e.to_string())?)
+    }
+
+    /// A connected Unix socket, read as [`UnixSocket`] does.
+    fn unix_socket(s: std::os::unix::net::UnixStream) -> Result<Raw, String> {
+        s.set_nonblocking(true).map_err(|e| e.to_string())?;
+        // SAFETY: the socket is owned by the `AsyncFd` from here on, and
+        // closed only when it is dropped (after its registration).
+        let io = unsafe { AsyncFd::register(s) }.map_err(|e| e.to_string())?;
+        Ok(Raw::over(Box::new(UnixSocket(io))))
+    }
+
+    /// Connects to a Unix socket as another user (`uid`, and gid the same),
+    /// so that the hub reads that uid from the socket (`SO_PEERCRED`, taken
+    /// at `connect`). A forked child changes its ids and connects a socket
+    /// made here, then exits; the connection it made is ours, since the
+    /// two processes share the socket's open file. Needs root. `Ok(Err)`:
+    /// that user's `connect` failed (the socket's or a directory's mode).
+    pub async fn unix_as(path: &Path, uid: u32) -> Result<Result<Raw, std::io::Error>, String> {
+        let c_path = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
+        // SAFETY: a plain socket(2); its descriptor is owned at once.
+        let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(format!("socket: {}", std::io::Error::last_os_error()));
+        }
+        // SAFETY: fd was just created and nothing else owns it.
+        let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+        let mut cmd = std::process::Command::new("true");
+        // SAFETY: between fork and exec the closure makes only
+        // async-signal-safe calls (setgroups, setgid, setuid, connect,
+        // _exit) on memory prepared before the fork. The descriptor is
+        // still open there (CLOEXEC acts at exec, which never comes).
+        unsafe {
+            cmd.pre_exec(move || libc::_exit(connect_as(fd, &c_path, uid)));
+        }
+        let status = tokio::task::spawn_blocking(move || cmd.status()).await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
+        match status.code() {
+            Some(0) => {}
+            Some(CHANGE_IDS_FAILED) => return Err(format!("could not become uid {uid} (setuid)")),
+            Some(PATH_TOO_LONG) => return Err(format!("socket path too long: {}", path.display())),
+            Some(errno) if errno >= CONNECT_FAILED => {
+                return Ok(Err(std::io::Error::from_raw_os_error(errno - CONNECT_FAILED)));
+            }
+            other => return Err(format!("the child connecting as uid {uid} ended with {other:?}")),
+        }
+        Ok(Ok(Raw::unix_socket(std::os::unix::net::UnixStream::from(sock))?))
+    }
+
+    /// Takes DIRECT and ACCEPT as known frame types (both peers sent
+    /// `direct`, `spec/PROTOCOL.md` §14.1).
+    pub fn decode_direct(&mut self) {
+        self.decoder.set_direct(true);
     }
 
     /// Wraps any stream.
@@ -105,6 +163,77 @@ impl Raw {
             }
         }
     }
+}
+
+/// A Unix socket whose readiness is cleared only when a read finds nothing.
+/// tokio's `UnixStream` also clears it after a short read, taking that for
+/// a drained socket; but the kernel ends a read after a message that
+/// carried descriptors (a DIRECT, `spec/PROTOCOL.md` §14.2) even with more
+/// bytes queued behind it, and those would then wait for the hub's next
+/// write, which may never come.
+struct UnixSocket(AsyncFd<std::os::unix::net::UnixStream>);
+
+impl AsyncRead for UnixSocket {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        loop {
+            let mut ready = ready!(self.0.poll_read_ready(cx))?;
+            // `try_io` clears the readiness on `WouldBlock` only.
+            if let Ok(r) = ready.try_io(|s| (&*s.get_ref()).read(buf.initialize_unfilled())) {
+                return Poll::Ready(r.map(|n| buf.advance(n)));
+            }
+        }
+    }
+}
+
+impl AsyncWrite for UnixSocket {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, bytes: &[u8]) -> Poll<std::io::Result<usize>> {
+        loop {
+            let mut ready = ready!(self.0.poll_write_ready(cx))?;
+            if let Ok(r) = ready.try_io(|s| (&*s.get_ref()).write(bytes)) {
+                return Poll::Ready(r);
+            }
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(self.0.get_ref().shutdown(std::net::Shutdown::Write))
+    }
+}
+
+/// Exit statuses of [`connect_as`]: 0 connected; a failed `connect` is
+/// `CONNECT_FAILED` + its errno.
+const CHANGE_IDS_FAILED: i32 = 2;
+const PATH_TOO_LONG: i32 = 3;
+const CONNECT_FAILED: i32 = 10;
+
+/// In the forked child of [`Raw::unix_as`]: become `uid`, connect `fd` to
+/// `path`. Returns the exit status.
+///
+/// # Safety
+/// Runs between fork and exec: only async-signal-safe calls.
+unsafe fn connect_as(fd: i32, path: &CString, uid: u32) -> i32 {
+    if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(uid) != 0 || libc::setuid(uid) != 0 {
+        return CHANGE_IDS_FAILED;
+    }
+    let mut addr: libc::sockaddr_un = std::mem::zeroed();
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let bytes = path.as_bytes();
+    if bytes.len() >= addr.sun_path.len() {
+        return PATH_TOO_LONG;
+    }
+    for (i, b) in bytes.iter().enumerate() {
+        addr.sun_path[i] = *b as libc::c_char;
+    }
+    let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    if libc::connect(fd, &addr as *const libc::sockaddr_un as *const libc::sockaddr, len) != 0 {
+        // errno is thread-local and this child has one thread.
+        return CONNECT_FAILED + (*libc::__errno_location()).min(200);
+    }
+    0
 }
 
 /// Our HELLO (version 1, no methods).

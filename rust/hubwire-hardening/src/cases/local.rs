@@ -1,13 +1,13 @@
 //! What other local users and providers can reach: printed names, the
 //! providers' environment, the Unix socket's mode and its peers.
 
-use std::ffi::CString;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
+use hubwire_frame::Frame;
+
 use crate::suite::{Ctx, Outcome, ESCAPE_PREFIX, HUB_SECRET, HUB_SECRET_VAR};
-use crate::wire;
+use crate::wire::{self, Raw, Read};
 
 /// `hubwire list` and `hubwire status` with provider `esc` offering
 /// methods named `ESC[2J ESC]0;pwned BEL ESC[31m red.…`. Expected: no
@@ -62,89 +62,29 @@ pub async fn unix_socket_mode(ctx: &Ctx) -> Outcome {
     }
 }
 
-/// How the probe child's attempt ended (its exit status).
-const REFUSED_AT_CONNECT: i32 = 10;
-const CLOSED_BY_HUB: i32 = 11;
-const SERVED: i32 = 20;
-
 /// Another local user (uid 65534) dials the main hub's socket. Expected:
 /// refused: `connect` fails (mode 0600) or the hub closes the connection
-/// (its uid not in `allow_uids`). Needs root to change uid (skipped, as a
-/// PASS saying so, otherwise).
+/// (its uid not in `allow_uids`), with or without a GOAWAY, within 2 s of
+/// its HELLO. Needs root to change uid (skipped, as a PASS saying so,
+/// otherwise).
 pub async fn unix_other_user(ctx: &Ctx) -> Outcome {
     // SAFETY: getuid has no preconditions.
     if unsafe { libc::getuid() } != 0 {
         return Ok("skipped: needs root to act as another user".into());
     }
-    let path = CString::new(ctx.main.socket.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
-    let hello = wire::hello().to_vec();
-    let mut cmd = std::process::Command::new("true");
-    // SAFETY: between fork and exec the closure makes only async-signal-safe
-    // calls (setgid, setuid, socket, connect, write, poll, read, _exit) on
-    // memory prepared before the fork.
-    unsafe {
-        cmd.pre_exec(move || {
-            libc::_exit(attempt_as_nobody(&path, &hello));
-        });
-    }
-    let status = tokio::task::spawn_blocking(move || cmd.status()).await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
-    match status.code() {
-        Some(REFUSED_AT_CONNECT) => Ok("uid 65534: connect refused".into()),
-        Some(CLOSED_BY_HUB) => Ok("uid 65534: closed by the hub".into()),
-        Some(SERVED) => Err("uid 65534 was served: the hub's HELLO and no GOAWAY".into()),
-        other => Err(format!("the probe as uid 65534 ended with {other:?}")),
-    }
-}
-
-/// In the forked child: become uid/gid 65534, dial, send HELLO, read for
-/// up to 2 s. Returns the exit status to report.
-///
-/// # Safety
-/// Runs between fork and exec: only async-signal-safe calls.
-unsafe fn attempt_as_nobody(path: &CString, hello: &[u8]) -> i32 {
-    if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(65534) != 0 || libc::setuid(65534) != 0 {
-        return 30;
-    }
-    let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
-    let mut addr: libc::sockaddr_un = std::mem::zeroed();
-    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    let bytes = path.as_bytes();
-    if fd < 0 || bytes.len() >= addr.sun_path.len() {
-        return 31;
-    }
-    for (i, b) in bytes.iter().enumerate() {
-        addr.sun_path[i] = *b as libc::c_char;
-    }
-    let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
-    if libc::connect(fd, &addr as *const libc::sockaddr_un as *const libc::sockaddr, len) != 0 {
-        return REFUSED_AT_CONNECT;
-    }
-    libc::write(fd, hello.as_ptr() as *const libc::c_void, hello.len());
-    // Walk the frames the hub sends: a GOAWAY or the end means refused.
-    let mut buf = [0u8; 65536];
-    let (mut have, mut at) = (0usize, 0usize);
-    let mut waited = 0;
-    while waited < 2000 {
-        let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-        if libc::poll(&mut pfd, 1, 100) == 0 {
-            waited += 100;
-            continue;
-        }
-        let n = libc::read(fd, buf.as_mut_ptr().add(have) as *mut libc::c_void, buf.len() - have);
-        if n <= 0 {
-            return CLOSED_BY_HUB;
-        }
-        have += n as usize;
-        while at + 12 <= have {
-            if buf[at + 5] == 0x0A {
-                return CLOSED_BY_HUB;
-            }
-            let body = u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]) as usize;
-            at += 12 + body;
-        }
-        if at > buf.len() {
-            break;
+    let mut raw = match Raw::unix_as(&ctx.main.socket, 65534).await? {
+        Err(e) => return Ok(format!("uid 65534: connect refused ({e})")),
+        Ok(raw) => raw,
+    };
+    raw.send(&wire::hello(), Duration::from_secs(5)).await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        match raw.next(deadline.saturating_duration_since(tokio::time::Instant::now())).await {
+            Read::Frame(Frame::Goaway { code, .. }) => return Ok(format!("uid 65534: closed by the hub ({code})")),
+            Read::Closed => return Ok("uid 65534: closed by the hub".into()),
+            Read::Frame(_) => {}
+            Read::Bad(e) => return Err(format!("the hub sent uid 65534 bytes that do not decode: {e}")),
+            Read::Timeout => return Err("uid 65534 was served: the hub's HELLO and no GOAWAY in 2 s".into()),
         }
     }
-    SERVED
 }

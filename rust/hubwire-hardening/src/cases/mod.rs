@@ -57,6 +57,7 @@ cases! {
     "kill9-under-load" => providers::kill9_under_load,
     "setsid-grandchild" => providers::setsid_grandchild,
     "shm-idle-and-kill9" => shm::idle_and_killed,
+    "shm-direct-other-user" => shm::other_user,
     "config-unix-at-regular-file" => config::unix_at_regular_file,
     "config-world-writable" => config::world_writable,
     "config-symlink" => config::symlink,

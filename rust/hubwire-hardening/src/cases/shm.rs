@@ -2,15 +2,20 @@
 //! provider and from a local client are upgraded by default; here, with
 //! time bounds, that an idle upgraded connection burns no CPU on either
 //! side and that a provider killed with -9 fails the calls in flight on
-//! it as fast as on a socket.
+//! it as fast as on a socket; and that a client of another user, let in by
+//! the socket's mode, is offered neither shared memory nor a direct
+//! socketpair.
 
+use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
 use hubwire::Code;
+use hubwire_frame::{Codec, Frame, Hello, Kind, PeerInfo};
 use serde_json::json;
 
 use crate::hub::Launch;
 use crate::suite::{Ctx, Outcome};
+use crate::wire::{self, Raw, Read};
 
 /// Clock ticks (utime + stime, fields 14 and 15 of `/proc/<pid>/stat`)
 /// a process has used.
@@ -63,5 +68,88 @@ pub async fn idle_and_killed(ctx: &Ctx) -> Outcome {
         }
         Err(e) => Err(format!("after kill -9: {} in {took:?} (want unavailable within 200 ms): {}", e.code(), e.message())),
         Ok(_) => Err("the sleeping call answered after its provider was killed?".into()),
+    }
+}
+
+/// What a raw client saw of a hub that lets it in: whether the hub's HELLO
+/// listed `"shm"`, and how `hubwire.direct` for `echo` ended.
+#[derive(Debug)]
+struct Offered {
+    shm: bool,
+    /// The answer's code, and whether a DIRECT frame came before it.
+    direct: (Code, bool),
+}
+
+/// A hub of its own whose socket lets uid 65534 in (`unix_mode` 0666,
+/// `allow_uids`), one spawned provider. A raw client that lists `"shm"`
+/// and `direct` in its HELLO dials it and asks `hubwire.direct` for
+/// `echo`, first as this process's user (root; the control), then as uid
+/// 65534. Expected (`spec/PROTOCOL.md` §11.4, §14.3): to root the hub
+/// offers both (`"shm"` in its HELLO, a DIRECT, `ok`); to uid 65534
+/// neither: no `"shm"` (a peer of another user could hold up the hub's
+/// writer through the eventfds), and `invalid_argument` with no DIRECT
+/// (a socketpair reports the hub as its peer, so the replica could not
+/// tell and would upgrade). Needs root to act as another user (skipped,
+/// as a PASS saying so, otherwise).
+pub async fn other_user(ctx: &Ctx) -> Outcome {
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } != 0 {
+        return Ok("skipped: needs root to act as another user".into());
+    }
+    let providers = format!("[[provider]]\nname = \"p\"\nexec = [\"{}\"]\nhealth_interval = \"60m\"\n", ctx.test_provider());
+    let config = format!("[hub]\nunix = \"hub.sock\"\nunix_mode = \"0666\"\nallow_uids = [0, 65534]\n{providers}");
+    let hub = ctx.own_hub("shm-other-user", &config, &Launch::default())?;
+    // uid 65534 must reach the socket: search permission on its directory
+    // and the scratch directory above it.
+    for dir in [hub.dir.as_path(), hub.dir.parent().ok_or("the hub's directory has no parent")?] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).map_err(|e| format!("chmod {}: {e}", dir.display()))?;
+    }
+    hub.wait_ready("p", Duration::from_secs(10)).await?;
+    let raw = Raw::unix(&hub.socket).await?;
+    let own = offered(raw).await.map_err(|e| format!("as root: {e}"))?;
+    if !own.shm || own.direct != (Code::Ok, true) {
+        return Err(format!("the control failed: to root the hub offered {own:?} (want shm and a DIRECT)"));
+    }
+    let raw = Raw::unix_as(&hub.socket, 65534).await?.map_err(|e| format!("uid 65534 could not connect: {e}"))?;
+    let other = offered(raw).await.map_err(|e| format!("as uid 65534: {e}"))?;
+    match other {
+        Offered { shm: false, direct: (Code::InvalidArgument, false) } => {
+            Ok("root: shm and a DIRECT; uid 65534: neither (invalid_argument)".into())
+        }
+        Offered { shm: true, .. } => Err("the hub listed shm in its HELLO to uid 65534".into()),
+        Offered { direct: (code, sent), .. } => {
+            Err(format!("hubwire.direct as uid 65534: {code}{}, want invalid_argument", if sent { " and a DIRECT" } else { "" }))
+        }
+    }
+}
+
+/// Handshakes on `raw` listing `"shm"` and `direct`, then calls
+/// `hubwire.direct` for `echo` (JSON); every wait 5 s at most.
+async fn offered(mut raw: Raw) -> Result<Offered, String> {
+    let within = Duration::from_secs(5);
+    let mut hello = Hello::new(PeerInfo { name: "hardening-raw".into(), lang: "rust".into(), version: "0".into() });
+    hello.upgrade = vec!["shm".into()];
+    hello.direct = Some(1);
+    raw.send(&Frame::Hello(Box::new(hello)).to_bytes(), within).await?;
+    let theirs = match raw.next(within).await {
+        Read::Frame(Frame::Hello(h)) => h,
+        other => return Err(format!("expected the hub's HELLO, got {other:?}")),
+    };
+    if theirs.direct.is_none() {
+        return Err("the hub's HELLO did not list direct: it does not trust this client".into());
+    }
+    raw.decode_direct();
+    let ask = serde_json::to_vec(&json!({"method": "echo"})).map_err(|e| e.to_string())?;
+    raw.send(&wire::request(1, Kind::Unary, Codec::Json, "hubwire.direct", &ask, 5000), within).await?;
+    let mut sent = false;
+    loop {
+        match raw.next(within).await {
+            Read::Frame(Frame::Direct(_)) => sent = true,
+            Read::Frame(Frame::Response { call_id: 1, code, .. }) => {
+                return Ok(Offered { shm: theirs.upgrade.iter().any(|m| m == "shm"), direct: (code, sent) });
+            }
+            Read::Frame(_) => {}
+            other => return Err(format!("waiting for the answer to hubwire.direct: {other:?}")),
+        }
     }
 }
