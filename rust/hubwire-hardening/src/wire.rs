@@ -178,7 +178,7 @@ impl AsyncRead for UnixSocket {
         loop {
             let mut ready = ready!(self.0.poll_read_ready(cx))?;
             // `try_io` clears the readiness on `WouldBlock` only.
-            if let Ok(r) = ready.try_io(|s| (&*s.get_ref()).read(buf.initialize_unfilled())) {
+            if let Ok(r) = ready.try_io(|s| s.get_ref().read(buf.initialize_unfilled())) {
                 return Poll::Ready(r.map(|n| buf.advance(n)));
             }
         }
@@ -189,7 +189,7 @@ impl AsyncWrite for UnixSocket {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, bytes: &[u8]) -> Poll<std::io::Result<usize>> {
         loop {
             let mut ready = ready!(self.0.poll_write_ready(cx))?;
-            if let Ok(r) = ready.try_io(|s| (&*s.get_ref()).write(bytes)) {
+            if let Ok(r) = ready.try_io(|s| s.get_ref().write(bytes)) {
                 return Poll::Ready(r);
             }
         }
