@@ -24,8 +24,10 @@ fn providers() -> String {
 /// `token`; its provider ready.
 async fn start(token: bool) -> (Hub, String, String) {
     let mut extra = "tcp = \"127.0.0.1:0\"\nhttp = \"127.0.0.1:0\"\n".to_string();
-    if token {
-        let dir = common::temp_dir();
+    // The token's directory goes when this returns: the hub has read the
+    // file by then (it reads its config before it listens).
+    let dir = token.then(common::temp_dir);
+    if let Some(dir) = &dir {
         let f = dir.join("token");
         std::fs::write(&f, format!("{TOKEN}\n")).unwrap();
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();

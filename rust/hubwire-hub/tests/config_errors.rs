@@ -26,7 +26,6 @@ fn run(config: &str) -> (Option<i32>, String) {
     }
     let mut err = String::new();
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
     (status.and_then(|s| s.code()), err)
 }
 
@@ -74,7 +73,6 @@ fn a_unix_socket_in_use_or_out_of_reach_is_refused_with_its_line() {
     let _taken = std::os::unix::net::UnixListener::bind(&sock).unwrap();
     refused(&format!("[hub]\nunix = {:?}\n", sock.display().to_string()), 2, "another process is already listening there");
     refused("[hub]\nname = \"h\"\nunix = \"/nonexistent-dir/hub.sock\"\n", 3, "No such file or directory");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -141,5 +139,4 @@ fn a_token_file_others_can_read_or_an_empty_one_is_refused() {
     std::fs::write(&token, "  \nsecond line\n").unwrap();
     std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
     refused(&config, 3, "is empty");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -317,5 +317,4 @@ async fn a_dialled_provider_is_reached_and_redialled_after_it_restarts() {
     assert!(s.providers[0].launch.starts_with("unix:") && s.providers[0].replicas[0].restarts >= 1, "{s:?}");
     again.kill().unwrap();
     again.wait().unwrap();
-    let _ = std::fs::remove_dir_all(dir);
 }

@@ -4,12 +4,12 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{temp_dir, Hub, HUB, PROVIDER};
+use common::{temp_dir, Hub, TempDir, HUB, PROVIDER};
 use hubwire::transport::{tcp, tls};
 use hubwire::{Connection, ConnectionOptions};
 use hubwire_tests::pki::TestPki;
@@ -19,9 +19,11 @@ const ONE: &str = "[[provider]]\nname = \"test\"\nexec = [\"{provider}\"]\n";
 
 /// A hub with a tls tcp listener, an HTTPS gateway and a WSS listener;
 /// `client_ca` asks for client certificates. Returns the hub, the PKI's
-/// directory, and the tcp and http addresses (the wss one is in the log).
-async fn tls_hub(client_ca: bool) -> (Hub, PathBuf, String, String) {
-    let pki = TestPki::new("hub").write_to(&temp_dir());
+/// directory (removed when dropped), and the tcp and http addresses (the
+/// wss one is in the log).
+async fn tls_hub(client_ca: bool) -> (Hub, TempDir, String, String) {
+    let pki = temp_dir();
+    TestPki::new("hub").write_to(&pki);
     let ca = if client_ca { format!("client_ca = \"{}/ca.pem\"\n", pki.display()) } else { String::new() };
     let extra = format!(
         "tcp = \"127.0.0.1:0\"\nhttp = \"127.0.0.1:0\"\nwebsocket = \"127.0.0.1:0\"\n[hub.tls]\ncert = \"{0}/server.pem\"\nkey = \"{0}/server.key\"\n{ca}",
@@ -107,7 +109,8 @@ async fn with_client_ca_only_clients_with_a_certificate_are_served() {
     assert!(dial_tls(&tcp_addr, client(&pki, false)).await.is_err(), "served without a client certificate");
 
     // A certificate from another CA is no better than none.
-    let other = TestPki::new("other").write_to(&temp_dir());
+    let other = temp_dir();
+    TestPki::new("other").write_to(&other);
     let (cert, key) = (std::fs::read(other.join("client.pem")).unwrap(), std::fs::read(other.join("client.key")).unwrap());
     let stranger = tls::client_config(&std::fs::read(pki.join("ca.pem")).unwrap(), Some((&cert, &key))).unwrap();
     assert!(dial_tls(&tcp_addr, stranger).await.is_err(), "served with a certificate of another CA");
@@ -135,7 +138,6 @@ fn check(config: &str, key_mode: u32) -> (Option<i32>, String) {
     let path = dir.join("hubwire.toml");
     std::fs::write(&path, config.replace("{provider}", PROVIDER)).unwrap();
     let out = Command::new(HUB).args(["hub", "--check", "--config"]).arg(&path).output().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
     (out.status.code(), String::from_utf8_lossy(&out.stderr).into())
 }
 

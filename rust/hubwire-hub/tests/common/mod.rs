@@ -19,17 +19,36 @@ pub const PROVIDER: &str = env!("CARGO_BIN_EXE_hubwire-test-provider");
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 
-/// A fresh, short directory (Unix socket paths are limited to 108 bytes).
-pub fn temp_dir() -> PathBuf {
+/// A fresh, short directory (Unix socket paths are limited to 108 bytes),
+/// removed when dropped: when the test ends, passed or failed (a failing
+/// assertion unwinds), so runs leave nothing in the temp dir.
+pub fn temp_dir() -> TempDir {
     let d = std::env::temp_dir().join(format!("hwh-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed)));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    TempDir(d)
 }
 
-/// A running hub. Killed (SIGKILL) when dropped, if still running.
+/// A directory of [`temp_dir`], removed with what is in it when dropped.
+pub struct TempDir(PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A running hub. Killed (SIGKILL) when dropped, if still running; then
+/// its directory is removed.
 pub struct Hub {
-    pub dir: PathBuf,
+    pub dir: TempDir,
     pub child: Child,
     pub socket: PathBuf,
 }
@@ -164,7 +183,7 @@ impl Drop for Hub {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        // Then the fields drop: `dir` is removed once the hub is gone.
     }
 }
 
@@ -230,5 +249,5 @@ fn dechunk(mut s: &str) -> String {
 
 /// The config directory of a hub, for files a test writes.
 pub fn path_in(hub: &Hub, name: &str) -> PathBuf {
-    Path::new(&hub.dir).join(name)
+    hub.dir.join(name)
 }
