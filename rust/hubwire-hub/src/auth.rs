@@ -86,9 +86,9 @@ mod tests {
 
     #[test]
     fn a_token_file_must_be_private_and_not_empty() {
-        let dir = std::env::temp_dir().join(format!("hw-auth-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let f = dir.join("token");
+        // Removed when dropped, whether the test passes or fails.
+        let dir = hubwire_tests::harness::TempDir::new("auth");
+        let f = dir.0.join("token");
         std::fs::write(&f, "  tok-1 \nignored\n").unwrap();
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert_eq!(read_token_file(&f).unwrap(), Token("tok-1".into()));
@@ -98,6 +98,5 @@ mod tests {
         std::fs::write(&f, "\n").unwrap();
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o400)).unwrap();
         assert!(read_token_file(&f).unwrap_err().contains("empty"));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -277,20 +277,22 @@ mod tests {
         assert!(e.message.contains(cause), "names {cause:?}: {e}");
     }
 
-    fn secret_dir() -> PathBuf {
+    /// A directory of secret files, one per test (the tests run at once),
+    /// removed when the test that holds it ends, passed or failed.
+    fn secret_dir() -> hubwire_tests::harness::TempDir {
         use std::os::unix::fs::PermissionsExt;
-        let d = std::env::temp_dir().join(format!("hubwire-nats-config-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
+        let d = hubwire_tests::harness::TempDir::new("nats-config");
         for (name, mode) in [("ok.secret", 0o600), ("open.secret", 0o644)] {
-            std::fs::write(d.join(name), "pa55\n").unwrap();
-            std::fs::set_permissions(d.join(name), std::fs::Permissions::from_mode(mode)).unwrap();
+            std::fs::write(d.0.join(name), "pa55\n").unwrap();
+            std::fs::set_permissions(d.0.join(name), std::fs::Permissions::from_mode(mode)).unwrap();
         }
         d
     }
 
     #[test]
     fn defaults_and_several_servers_are_read() {
-        let d = secret_dir();
+        let dir = secret_dir();
+        let d = dir.0.clone();
         let c = parse("url = \"nats://127.0.0.1:4222\"\n", &d).unwrap();
         assert_eq!((c.servers.len(), c.offer, c.route, c.links, c.prefix.as_str()), (1, true, true, DEFAULT_LINKS, DEFAULT_PREFIX));
         assert_eq!((c.auth, c.line), (NatsAuth::None, 4));
@@ -304,7 +306,8 @@ mod tests {
 
     #[test]
     fn broken_values_name_their_line() {
-        let d = secret_dir();
+        let dir = secret_dir();
+        let d = dir.0.clone();
         refused("offer = true\n", &d, 4, "needs url");
         refused("url = \"127.0.0.1:4222\"\n", &d, 5, "is not a URL");
         refused("url = []\n", &d, 5, "at least one server");

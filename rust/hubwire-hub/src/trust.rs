@@ -86,13 +86,13 @@ mod tests {
 
     #[test]
     fn a_config_writable_by_others_is_refused_and_a_link_of_ours_is_followed() {
-        let dir = std::env::temp_dir().join(format!("hubwire-trust-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("hubwire.toml");
+        // Removed when dropped, whether the test passes or fails.
+        let dir = hubwire_tests::harness::TempDir::new("trust");
+        let file = dir.0.join("hubwire.toml");
         std::fs::write(&file, "").unwrap();
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert_eq!(check_config(&file), Ok(()));
-        let link = dir.join("link.toml");
+        let link = dir.0.join("link.toml");
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink("hubwire.toml", &link).unwrap();
         assert_eq!(check_config(&link), Ok(()), "our own link, to a good file");
@@ -103,7 +103,6 @@ mod tests {
         assert!(e.contains("target") && e.contains("mode 0666"), "the link's target is checked: {e}");
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o664)).unwrap();
         assert!(check_config(&file).unwrap_err().contains("writable by its group"));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
