@@ -166,7 +166,16 @@ async fn run(args: Args) -> Result<bool, String> {
     }
     let mut results = Vec::new();
     while let Some(r) = set.join_next().await {
-        results.push(r.map_err(|e| format!("a case panicked: {e}"))?);
+        match r {
+            Ok(r) => results.push(r),
+            Err(e) => {
+                // The cases still running are stopped and waited for, so
+                // that each drops its temp dir: `main` exits the process
+                // at once, and a task merely aborted may never be dropped.
+                set.shutdown().await;
+                return Err(format!("a case panicked: {e}"));
+            }
+        }
     }
     results.sort_by_key(|r| r.0);
 

@@ -50,18 +50,17 @@ fn each_fault_fails_the_cases_meant_to_catch_it() {
 
 #[test]
 fn known_failing_entries_excuse_failures_and_must_not_go_stale() {
-    let dir = std::env::temp_dir().join(format!("hwconf-kf-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("rust-provider.txt"), "# test list\nunary/echo-raw@memory\n").unwrap();
+    // Removed when dropped, whether the test passes or fails.
+    let dir = hubwire_tests::harness::TempDir::new("conformance-kf");
+    std::fs::write(dir.0.join("rust-provider.txt"), "# test list\nunary/echo-raw@memory\n").unwrap();
 
     // Listed and failing: an expected failure, the run passes.
-    let (code, out) = run("unary/echo-raw", Some("echo-flip"), Some(&dir));
+    let (code, out) = run("unary/echo-raw", Some("echo-flip"), Some(&dir.0));
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("conformance: 1 passed, 0 failed"), "{out}");
 
     // Listed but passing: the list is stale, the run fails and says where.
-    let (code, out) = run("unary/echo-raw", None, Some(&dir));
+    let (code, out) = run("unary/echo-raw", None, Some(&dir.0));
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("XPASS") && out.contains("rust-provider.txt:2"), "{out}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
