@@ -43,12 +43,33 @@ fn options(dir: &std::path::Path) -> Options {
     Options { iterations: 2_000_000, time_limit: Some(Duration::from_secs(60)), seed: 9, crashes: dir.to_path_buf(), progress: None }
 }
 
+/// Where a test's fuzzer saves what it finds: removed when the test
+/// passes; kept when it fails (drops while panicking), with the inputs
+/// saved there, for the failure report.
+struct Crashes(std::path::PathBuf);
+
+impl Crashes {
+    fn new(name: &str) -> Crashes {
+        Crashes(std::env::temp_dir().join(format!("{name}-{}", std::process::id())))
+    }
+}
+
+impl Drop for Crashes {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("kept {} for the failure report", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
 #[test]
 fn a_panic_behind_one_byte_is_found_saved_and_replayed() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     run::quiet_panics();
-    let dir = std::env::temp_dir().join(format!("hubwire-fuzz-test-{}", std::process::id()));
-    let report = run::fuzz(&PANICS, &options(&dir));
+    let dir = Crashes::new("hubwire-fuzz-test");
+    let report = run::fuzz(&PANICS, &options(&dir.0));
     let f = report.failure.expect("the fuzzer found the panic");
     assert!(f.message.contains("byte 3 is 0xab"), "{}", f.message);
     assert_eq!(f.input[3], 0xab);
@@ -61,8 +82,8 @@ fn a_panic_behind_one_byte_is_found_saved_and_replayed() {
 fn an_allocation_sized_by_a_length_field_is_caught() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     run::quiet_panics();
-    let dir = std::env::temp_dir().join(format!("hubwire-fuzz-test-greedy-{}", std::process::id()));
-    let report = run::fuzz(&GREEDY, &options(&dir));
+    let dir = Crashes::new("hubwire-fuzz-test-greedy");
+    let report = run::fuzz(&GREEDY, &options(&dir.0));
     let f = report.failure.expect("the fuzzer caught the allocation");
     assert!(f.message.contains("allocated"), "{}", f.message);
 }
