@@ -16,11 +16,20 @@ fn check(out: std::process::Output) -> String {
     stdout
 }
 
+/// A directory removed when dropped: when the test ends, passed or failed.
+struct TempDir(std::path::PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 #[test]
 fn client_against_provider_on_a_unix_socket() {
-    let dir = std::env::temp_dir().join(format!("hw-examples-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let sock = dir.join("example.sock");
+    let dir = TempDir(std::env::temp_dir().join(format!("hw-examples-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let sock = dir.0.join("example.sock");
     let mut provider = Command::new(PROVIDER).arg("--unix").arg(&sock).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     let start = Instant::now();
     while !sock.exists() {
@@ -30,7 +39,6 @@ fn client_against_provider_on_a_unix_socket() {
     let out = Command::new(CLIENT).arg("--unix").arg(&sock).output().unwrap();
     provider.kill().unwrap();
     let _ = provider.wait();
-    let _ = std::fs::remove_dir_all(&dir);
     check(out);
 }
 
