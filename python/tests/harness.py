@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import sys
 import tempfile
 import uuid
@@ -200,16 +201,22 @@ class Harness:
             child.kill()
 
     async def close(self) -> None:
-        conn = self.client.conn
-        if isinstance(conn, blocking.Connection):
-            await asyncio.to_thread(conn.close)
-        else:
-            conn.close()
-            if conn.child is not None:
-                await conn.child.wait()
-        if self._pair is not None and self.api == "asyncio":
-            self._pair.close()
-        if self._proc is not None:
-            if self._proc.returncode is None:
-                self._proc.kill()
-            await self._proc.wait()
+        """Closes what :meth:`start` opened, as far as it got, and removes
+        the temp dir (the unix setup's socket) whatever happens."""
+        try:
+            if hasattr(self, "client"):
+                conn = self.client.conn
+                if isinstance(conn, blocking.Connection):
+                    await asyncio.to_thread(conn.close)
+                else:
+                    conn.close()
+                    if conn.child is not None:
+                        await conn.child.wait()
+            if self._pair is not None and self.api == "asyncio":
+                self._pair.close()
+            if self._proc is not None:
+                if self._proc.returncode is None:
+                    self._proc.kill()
+                await self._proc.wait()
+        finally:
+            shutil.rmtree(self._tmp, ignore_errors=True)

@@ -9,7 +9,6 @@ import asyncio
 import gc
 import os
 import socket
-import tempfile
 
 import behaviour_provider as bp
 import pytest
@@ -109,8 +108,8 @@ async def test_no_hello_is_a_handshake_deadline() -> None:
     assert e.value.code == Code.deadline_exceeded
 
 
-async def test_bad_bytes_end_that_connection_only() -> None:
-    path = os.path.join(tempfile.mkdtemp(), "p.sock")
+async def test_bad_bytes_end_that_connection_only(sock_dir: str) -> None:
+    path = os.path.join(sock_dir, "p.sock")
     listener = await hubwire.transport.listen(f"unix:{path}")
     server = asyncio.ensure_future(bp.provider().serve(listener, bp.options()))
     try:

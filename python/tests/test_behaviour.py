@@ -283,8 +283,9 @@ async def stray_output_is_logged(h: Harness) -> None:
 @pytest.mark.parametrize("setup", SETUPS)
 @pytest.mark.parametrize("run", CASES, ids=[c.__name__ for c in CASES])
 async def test_behaviour(run: Case, setup: str, api: str) -> None:
-    h = await Harness(setup, api).start()
+    h = Harness(setup, api)
     try:
+        await h.start()
         await asyncio.wait_for(run(h), 60)
     finally:
         await h.close()

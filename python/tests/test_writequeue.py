@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import tempfile
 from typing import Any
 
 import hubwire
@@ -44,9 +43,9 @@ class Echo:
         return (incoming.codec, incoming.input)
 
 
-async def setup(stall: float) -> tuple[hubwire.Connection, Echo, socket.socket]:
-    """A provider with the cap on a fresh Unix socket, and a raw peer that has sent its HELLO."""
-    path = os.path.join(tempfile.mkdtemp(), "wq.sock")
+async def setup(stall: float, sock_dir: str) -> tuple[hubwire.Connection, Echo, socket.socket]:
+    """A provider with the cap on a fresh Unix socket in ``sock_dir``, and a raw peer that has sent its HELLO."""
+    path = os.path.join(sock_dir, "wq.sock")
     listener = await hubwire.transport.listen(f"unix:{path}")
     loop = asyncio.get_running_loop()
     raw = socket.socket(socket.AF_UNIX)
@@ -80,8 +79,8 @@ def queued(conn: hubwire.Connection) -> int:
     return int(core.writer.queued)
 
 
-async def test_a_peer_that_does_not_read_is_held_back_then_answered() -> None:
-    conn, echo, raw = await setup(3600.0)
+async def test_a_peer_that_does_not_read_is_held_back_then_answered(sock_dir: str) -> None:
+    conn, echo, raw = await setup(3600.0, sock_dir)
     try:
         sent = await flood(raw)
         assert queued(conn) <= CAP + ANSWER, f"{queued(conn)} bytes queued for a peer that does not read (cap {CAP})"
@@ -110,10 +109,10 @@ async def test_a_peer_that_does_not_read_is_held_back_then_answered() -> None:
         conn.close()
 
 
-async def test_a_peer_that_never_reads_is_closed_with_resource_exhausted() -> None:
+async def test_a_peer_that_never_reads_is_closed_with_resource_exhausted(sock_dir: str) -> None:
     # Longer than the flood takes to see its writes stop, so that it has
     # stopped writing when the provider closes.
-    conn, _, raw = await setup(3 * STOPPED)
+    conn, _, raw = await setup(3 * STOPPED, sock_dir)
     try:
         await flood(raw)
         why = await asyncio.wait_for(conn.closed(), 60)
