@@ -23,6 +23,7 @@ import multiprocessing
 import os
 import platform
 import queue
+import shutil
 import socket
 import struct
 import subprocess
@@ -44,6 +45,16 @@ SERVERS = os.path.join(HERE, "servers.py")
 SMALL = b"x" * 64
 BULK = b"b" * (1 << 20)
 _LEN = struct.Struct("<I")
+
+
+#: The run's directory for the servers' Unix sockets (main() makes it, and
+#: removes it when the run ends: a killed server leaves its socket behind).
+SOCK_DIR = ""
+
+
+def sock_path() -> str:
+    """A fresh socket path in ``SOCK_DIR``."""
+    return tempfile.mktemp(suffix=".sock", dir=SOCK_DIR)
 
 
 class Budget:
@@ -131,7 +142,7 @@ class SocketRow(Row):
     name, transport = "socket echo (floor)", "unix"
 
     def start(self) -> None:
-        self.path = tempfile.mktemp(suffix=".sock")
+        self.path = sock_path()
         self.proc = spawn_server("socket", self.path)
         self.server_pid = self.proc.pid
         self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -222,7 +233,7 @@ class MpConnRow(PipeRow):
     def start(self) -> None:
         from multiprocessing.connection import Client
 
-        path = tempfile.mktemp(suffix=".sock")
+        path = sock_path()
         self.sproc = spawn_server("mpconn", path)
         self.server_pid = self.sproc.pid
         self.c = Client(path, family="AF_UNIX")
@@ -244,7 +255,7 @@ class GrpcRow(Row):
     def start(self) -> None:
         import grpc
 
-        path = tempfile.mktemp(suffix=".sock")
+        path = sock_path()
         self.proc = spawn_server("grpc", f"unix:{path}")
         self.server_pid = self.proc.pid
         opts = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)]
@@ -319,7 +330,7 @@ class HubwireRow(Row):
     def start(self) -> None:
         self.proc: subprocess.Popen[str] | None = None
         if self.transport != "child":
-            self.address = f"unix:{tempfile.mktemp(suffix='.sock')}" if self.transport == "unix" else "tcp:127.0.0.1:0"
+            self.address = f"unix:{sock_path()}" if self.transport == "unix" else "tcp:127.0.0.1:0"
             if self.transport == "tcp":
                 s = socket.socket()
                 s.bind(("127.0.0.1", 0))
@@ -508,6 +519,8 @@ def main() -> None:
         os.environ["HUBWIRE_BENCH_CPU"] = str(cpus[1])
         pinned = f" Client pinned to CPU {cpus[0]}, every server to CPU {cpus[1]}."
     chosen = [r for r in rows() if not args.only or args.only in f"{r.name} {r.transport}"]
+    global SOCK_DIR
+    SOCK_DIR = tempfile.mkdtemp(prefix="hubwire-pybench-")
     # Every server runs at once and the measurements go round the rows in
     # turns, so that a burst of other work on the machine falls on every
     # row alike rather than on whichever ran then.
@@ -545,6 +558,7 @@ def main() -> None:
                 row.stop()
             except Exception as e:  # stopping must not hide why we stop
                 print(f"stopping {row.name} {row.transport}: {e!r}", file=sys.stderr)
+        shutil.rmtree(SOCK_DIR, ignore_errors=True)
     results = []
     for row in chosen:
         a = acc[id(row)]
