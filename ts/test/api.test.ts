@@ -6,7 +6,7 @@
  */
 
 import assert from "node:assert/strict";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, it } from "node:test";
@@ -187,23 +187,28 @@ describe("the two halves of a stream", () => {
 
 describe("provider.serve(listener)", () => {
   it("serves every connection the listener accepts, those that came early too, until it closes", async () => {
-    const path = join(mkdtempSync(join(tmpdir(), "hubwire-ts-")), "serve.sock");
-    const listener = await unix.listen(path);
-    // Dialled before anyone serves: the connection waits for the provider.
-    const early = Connection.dial(await unix.connect(path));
-    const provider = new Provider("listening").unary("echo", (b: Uint8Array) => b, { raw: true });
-    let served = false;
-    const serving = provider.serve(listener).then(() => (served = true));
-    const a = await early;
-    const b = await Connection.dial(await unix.connect(path));
-    assert.equal(a.peer.peer.name, "listening");
-    assert.deepEqual(await b.callRaw("echo", bytes(5)), bytes(5));
-    assert.throws(() => listener.accept(() => {}), /already/);
-    a.close();
-    b.close();
-    assert.equal(served, false);
-    await listener.close();
-    await serving;
-    assert.equal(served, true, "serve resolves once the listener is closed");
+    const dir = mkdtempSync(join(tmpdir(), "hubwire-ts-"));
+    const path = join(dir, "serve.sock");
+    try {
+      const listener = await unix.listen(path);
+      // Dialled before anyone serves: the connection waits for the provider.
+      const early = Connection.dial(await unix.connect(path));
+      const provider = new Provider("listening").unary("echo", (b: Uint8Array) => b, { raw: true });
+      let served = false;
+      const serving = provider.serve(listener).then(() => (served = true));
+      const a = await early;
+      const b = await Connection.dial(await unix.connect(path));
+      assert.equal(a.peer.peer.name, "listening");
+      assert.deepEqual(await b.callRaw("echo", bytes(5)), bytes(5));
+      assert.throws(() => listener.accept(() => {}), /already/);
+      a.close();
+      b.close();
+      assert.equal(served, false);
+      await listener.close();
+      await serving;
+      assert.equal(served, true, "serve resolves once the listener is closed");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -179,15 +179,19 @@ for (const [name, open] of Object.entries(SETUPS)) {
 
     it("fails in-flight calls at once when the peer crashes", async () => {
       const crashed = await open();
-      const pending = [crashed.conn.call("sleep", { ms: 30_000 }), crashed.conn.call("sleep", { ms: 30_000 })];
-      const stream = crashed.conn.serverStream("forever", { ms: 10 });
-      await stream.next();
-      crashed.crash();
-      for (const p of pending) await rejects(p, "unavailable");
-      await rejects((async () => { for await (const _ of stream); })(), "unavailable");
-      await rejects(crashed.conn.call("echo_value", 1), "unavailable");
-      assert.ok((await crashed.conn.closed) instanceof HubwireError);
-      await crashed.close();
+      try {
+        const pending = [crashed.conn.call("sleep", { ms: 30_000 }), crashed.conn.call("sleep", { ms: 30_000 })];
+        const stream = crashed.conn.serverStream("forever", { ms: 10 });
+        await stream.next();
+        crashed.crash();
+        for (const p of pending) await rejects(p, "unavailable");
+        await rejects((async () => { for await (const _ of stream); })(), "unavailable");
+        await rejects(crashed.conn.call("echo_value", 1), "unavailable");
+        assert.ok((await crashed.conn.closed) instanceof HubwireError);
+      } finally {
+        // Also when it fails: a unix setup's close removes its socket's directory.
+        await crashed.close();
+      }
     });
 
     if (name === "child") {

@@ -42,7 +42,7 @@ export async function startHub(extra = "", scheme: "ws" | "wss" | "tls" = "ws"):
   });
   const hub: ChildProcess = spawn(join(BIN, "hubwire"), ["hub", "--config", config], { stdio: ["ignore", "ignore", "pipe"] });
   let log = "";
-  const url = await new Promise<string>((resolve, reject) => {
+  const started = new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`the hub logged no ${scheme} port and no ready provider within 20 s:\n${log}`)), 20_000);
     hub.once("error", (e) => reject(new Error(`cannot start ${join(BIN, "hubwire")} (run make build, or set HUBWIRE_BIN): ${e.message}`)));
     hub.once("exit", (code) => reject(new Error(`the hub exited (${code}):\n${log}`)));
@@ -55,6 +55,15 @@ export async function startHub(extra = "", scheme: "ws" | "wss" | "tls" = "ws"):
       }
     });
   });
+  let url: string;
+  try {
+    url = await started;
+  } catch (e) {
+    // No `stop()` to call: end the hub and remove its directory here.
+    hub.kill("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
+    throw e;
+  }
   return {
     url,
     log: () => log,

@@ -7,7 +7,7 @@
  */
 
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, connect as tcpConnect } from "node:net";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
@@ -68,7 +68,8 @@ export async function startNatsServer(options: { maxPayload?: number } = {}): Pr
   const port = await freePort();
   let conf = `listen: 127.0.0.1:${port}\n`;
   if (options.maxPayload !== undefined) conf += `max_payload: ${options.maxPayload}\n`;
-  const path = join(mkdtempSync(join(tmpdir(), "hubwire-nats-")), "nats.conf");
+  const dir = mkdtempSync(join(tmpdir(), "hubwire-nats-"));
+  const path = join(dir, "nats.conf");
   writeFileSync(path, conf);
   const child = spawn(bin, ["-c", path], { stdio: "ignore" });
   // The server does not keep the test process alive; it is killed when that exits.
@@ -77,12 +78,18 @@ export async function startNatsServer(options: { maxPayload?: number } = {}): Pr
   child.once("exit", () => running.delete(child));
   const kill = () => void child.kill("SIGKILL");
   const deadline = Date.now() + START_DEADLINE_MS;
-  while (!(await answers(port))) {
-    if (child.exitCode !== null || Date.now() > deadline) {
-      kill();
-      throw new Error(`nats-server on port ${port} did not start`);
+  try {
+    while (!(await answers(port))) {
+      if (child.exitCode !== null || Date.now() > deadline) {
+        kill();
+        throw new Error(`nats-server on port ${port} did not start`);
+      }
+      await new Promise((r) => setTimeout(r, 20));
     }
-    await new Promise((r) => setTimeout(r, 20));
+  } finally {
+    // It reads its config when it starts, before it answers: started or
+    // not, the file is not read again.
+    rmSync(dir, { recursive: true, force: true });
   }
   return { url: `nats://127.0.0.1:${port}`, port, kill };
 }

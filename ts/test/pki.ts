@@ -6,7 +6,7 @@
  */
 
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -32,6 +32,9 @@ export function makePki(): TestPki | null {
     return null;
   }
   const dir = mkdtempSync(join(tmpdir(), "hubwire-ts-pki-"));
+  // The files stay while the test process runs (a hub reads them by path)
+  // and are removed when it exits, whether its tests passed or failed.
+  process.once("exit", () => rmSync(dir, { recursive: true, force: true }));
   const key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
   openssl(dir, ["req", "-x509", ...key, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=hubwire ts test CA"]);
   // Extensions make them X.509 v3 certificates: rustls (the hub) accepts no other kind.

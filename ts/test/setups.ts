@@ -4,7 +4,7 @@
  * back) to the behaviour service, and can make the far side crash.
  */
 
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -115,9 +115,14 @@ export const SETUPS: Record<string, () => Promise<Setup>> = {
   },
   unix: () =>
     inProcess(async (on) => {
-      const path = join(mkdtempSync(join(tmpdir(), "hubwire-ts-")), "b.sock");
+      const dir = mkdtempSync(join(tmpdir(), "hubwire-ts-"));
+      const path = join(dir, "b.sock");
       const l = await unix.listen(path, on);
-      return { dial: () => unix.connect(path), close: () => l.close() };
+      const close = async () => {
+        await l.close();
+        rmSync(dir, { recursive: true, force: true });
+      };
+      return { dial: () => unix.connect(path), close };
     }),
   tcp: () =>
     inProcess(async (on) => {
