@@ -1,5 +1,6 @@
-//! The call table of a connection: calls this side started (`out`) and
-//! calls it serves (`served`), keyed by call id, plus the bookkeeping the
+//! The call table of a connection: calls this side started (`out`, by
+//! the ids this side chose: `id_table.rs`) and calls it serves (`served`,
+//! by the peer's ids), plus the bookkeeping the
 //! reader needs to route every frame to the right one (`spec/PROTOCOL.md`
 //! §3: the dialer's ids are odd, the acceptor's even).
 
@@ -12,6 +13,7 @@ use tokio::sync::{oneshot, Semaphore};
 
 use super::backlog::Backlog;
 use super::credit::RecvWindow;
+use super::id_table::IdTable;
 use super::inbox::{inbox, Inbox, InboxTx};
 use super::slots::{Outcome, SlotRef, Slots};
 use crate::codec::Payload;
@@ -149,7 +151,7 @@ impl Served {
 
 /// The mutable state of a connection's calls, under one lock.
 pub(crate) struct CallTable {
-    pub(crate) out: IdMap<OutCall>,
+    pub(crate) out: IdTable<OutCall>,
     pub(crate) served: IdMap<Served>,
     next_id: u32,
     first_id: u32,
@@ -173,7 +175,7 @@ impl CallTable {
     pub(crate) fn new(dialer: bool) -> CallTable {
         let first_id = if dialer { 1 } else { 2 };
         CallTable {
-            out: IdMap::default(),
+            out: IdTable::default(),
             served: IdMap::default(),
             next_id: first_id,
             first_id,
@@ -187,16 +189,19 @@ impl CallTable {
         }
     }
 
-    /// The next free id of our parity (`spec/PROTOCOL.md` §3). Ids wrap
-    /// around to the first one past 2³²−1, skipping ids still in flight.
+    /// The next free id of our parity (`spec/PROTOCOL.md` §3) whose slot
+    /// in `out` is free ([`IdTable`]); insert it in `out` before the lock
+    /// is let go. Ids wrap around to the first one past 2³²−1, skipping
+    /// ids still in flight.
     pub(crate) fn alloc_id(&mut self) -> u32 {
+        self.out.reserve_one();
         loop {
             let id = self.next_id;
             self.next_id = match id.checked_add(2) {
                 Some(n) => n,
                 None => self.first_id,
             };
-            if !self.out.contains_key(&id) {
+            if self.out.is_free(id) {
                 return id;
             }
         }

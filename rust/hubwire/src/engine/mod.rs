@@ -13,6 +13,7 @@
 //! | `own_read` | a caller alone in flight in low-latency mode reads its own answer |
 //! | `writer` | the write queue: batched, vectored, inline flush |
 //! | `calls` | the call table: calls we started, calls we serve, ids |
+//! | `id_table` | the calls we started, in a table indexed by the ids we chose |
 //! | `slots` | the outcome slots of the calls that answer once: a slab in the call table, no channel per call |
 //! | `answer` | [`Answer`]: waiting for the outcome in a call's slot |
 //! | `credit` | [`RecvWindow`]: the credit this side grants for a stream it receives |
@@ -36,6 +37,7 @@ mod credit;
 mod direct;
 mod handoff;
 mod handshake;
+mod id_table;
 mod inbox;
 mod options;
 mod own_read;

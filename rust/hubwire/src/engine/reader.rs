@@ -470,7 +470,7 @@ fn route(core: &Arc<Core>, frame: Frame) -> Result<(), FrameError> {
         Frame::Credit { call_id, credit } => {
             let st = core.calls.lock().unwrap();
             let sem = if core.ours(call_id) {
-                st.out.get(&call_id).and_then(|c| c.send_credit.clone())
+                st.out.get(call_id).and_then(|c| c.send_credit.clone())
             } else {
                 st.served.get(&call_id).and_then(|s| s.send_credit.clone())
             };
@@ -508,7 +508,7 @@ fn on_items(core: &Arc<Core>, id: u32, items: &mut Vec<Payload>) -> Result<(), F
     let n = items.len() as u32;
     if core.ours(id) {
         let mut st = core.calls.lock().unwrap();
-        let Some(call) = st.out.get(&id) else { return Ok(()) };
+        let Some(call) = st.out.get(id) else { return Ok(()) };
         let (OutSink::Stream(tx), Some(window)) = (&call.sink, &call.recv) else {
             return Err(FrameError::protocol(format!("ITEM for call {id}, which has no stream from the callee")));
         };
@@ -517,7 +517,7 @@ fn on_items(core: &Arc<Core>, id: u32, items: &mut Vec<Payload>) -> Result<(), F
         if within == n {
             return Ok(());
         }
-        let call = st.out.remove(&id).expect("present");
+        let call = st.out.remove(id).expect("present");
         let settled = st.settle(call, Err(overrun()));
         drop(st);
         settled.run();
@@ -555,9 +555,9 @@ fn on_goaway(core: &Arc<Core>, last_id: u32, code: Code, message: String) -> Res
     let unseen: Vec<_> = {
         let mut st = core.calls.lock().unwrap();
         st.peer_draining = true;
-        let ids: Vec<u32> = st.out.keys().copied().filter(|&id| hubwire_frame::id_after(id, last_id)).collect();
+        let ids: Vec<u32> = st.out.ids().filter(|&id| hubwire_frame::id_after(id, last_id)).collect();
         let err = Error::unavailable("peer is draining (GOAWAY) and never saw this call; safe to retry");
-        let calls: Vec<_> = ids.into_iter().filter_map(|id| st.out.remove(&id)).collect();
+        let calls: Vec<_> = ids.into_iter().filter_map(|id| st.out.remove(id)).collect();
         calls.into_iter().map(|c| st.settle(c, Err(err.clone()))).collect()
     };
     for settled in unseen {

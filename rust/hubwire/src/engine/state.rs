@@ -372,7 +372,7 @@ impl Core {
     pub(crate) fn answer(&self, id: u32, outcome: Result<Payload, Error>) -> bool {
         let settled = {
             let mut t = self.calls.lock().unwrap();
-            let Some(c) = t.out.remove(&id) else { return false };
+            let Some(c) = t.out.remove(id) else { return false };
             if t.draining && t.idle() {
                 self.idle.notify_waiters();
             }
@@ -455,7 +455,7 @@ impl Core {
                 return false;
             }
             t.closed = Some(err.clone());
-            let out: Vec<OutCall> = std::mem::take(&mut t.out).into_values().collect();
+            let out: Vec<OutCall> = t.out.take_all();
             let out: Vec<_> = out.into_iter().map(|c| t.settle(c, Err(err.clone()))).collect();
             (out, std::mem::take(&mut t.served), std::mem::take(&mut t.pings))
         };
