@@ -3,46 +3,25 @@
 
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use hubwire::transport::unix;
 use hubwire::{Connection, ConnectionOptions};
 use hubwire_hub::status::{Status, STATUS_METHOD};
+pub use hubwire_tests::harness::TempDir;
 
 /// The hub binary under test.
 pub const HUB: &str = env!("CARGO_BIN_EXE_hubwire");
 /// The provider the configs spawn.
 pub const PROVIDER: &str = env!("CARGO_BIN_EXE_hubwire-test-provider");
 
-static SEQ: AtomicUsize = AtomicUsize::new(0);
-
 /// A fresh, short directory (Unix socket paths are limited to 108 bytes),
 /// removed when dropped: when the test ends, passed or failed (a failing
 /// assertion unwinds), so runs leave nothing in the temp dir.
 pub fn temp_dir() -> TempDir {
-    let d = std::env::temp_dir().join(format!("hwh-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed)));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    TempDir(d)
-}
-
-/// A directory of [`temp_dir`], removed with what is in it when dropped.
-pub struct TempDir(PathBuf);
-
-impl std::ops::Deref for TempDir {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    TempDir::new("hwh")
 }
 
 /// A running hub. Killed (SIGKILL) when dropped, if still running; then
