@@ -4,7 +4,6 @@
 //! deadline. This is how the cases speak to the hub as a broken or hostile
 //! peer would, below the runtime's well-behaved client.
 
-use std::ffi::CString;
 use std::io::{Read as _, Write as _};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
@@ -68,7 +67,7 @@ impl Raw {
     /// two processes share the socket's open file. Needs root. `Ok(Err)`:
     /// that user's `connect` failed (the socket's or a directory's mode).
     pub async fn unix_as(path: &Path, uid: u32) -> Result<Result<Raw, std::io::Error>, String> {
-        let c_path = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
+        let addr = unix_addr(path)?;
         // SAFETY: a plain socket(2); its descriptor is owned at once.
         let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {
@@ -82,13 +81,12 @@ impl Raw {
         // _exit) on memory prepared before the fork. The descriptor is
         // still open there (CLOEXEC acts at exec, which never comes).
         unsafe {
-            cmd.pre_exec(move || libc::_exit(connect_as(fd, &c_path, uid)));
+            cmd.pre_exec(move || libc::_exit(connect_as(fd, &addr, uid)));
         }
         let status = tokio::task::spawn_blocking(move || cmd.status()).await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
         match status.code() {
             Some(0) => {}
             Some(CHANGE_IDS_FAILED) => return Err(format!("could not become uid {uid} (setuid)")),
-            Some(PATH_TOO_LONG) => return Err(format!("socket path too long: {}", path.display())),
             Some(errno) if errno >= CONNECT_FAILED => {
                 return Ok(Err(std::io::Error::from_raw_os_error(errno - CONNECT_FAILED)));
             }
@@ -207,38 +205,49 @@ impl AsyncWrite for UnixSocket {
 /// Exit statuses of [`connect_as`]: 0 connected; a failed `connect` is
 /// `CONNECT_FAILED` + its errno.
 const CHANGE_IDS_FAILED: i32 = 2;
-const PATH_TOO_LONG: i32 = 3;
 const CONNECT_FAILED: i32 = 10;
 
+/// `path` as a Unix socket address.
+fn unix_addr(path: &Path) -> Result<libc::sockaddr_un, String> {
+    // SAFETY: all zeros is a valid (empty) sockaddr_un.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let bytes = path.as_os_str().as_encoded_bytes();
+    // One byte stays zero: the path's end.
+    if bytes.len() >= addr.sun_path.len() {
+        return Err(format!("socket path too long: {}", path.display()));
+    }
+    for (d, b) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *b as libc::c_char;
+    }
+    Ok(addr)
+}
+
 /// In the forked child of [`Raw::unix_as`]: become `uid`, connect `fd` to
-/// `path`. Returns the exit status.
+/// `addr`. Returns the exit status.
 ///
 /// # Safety
 /// Runs between fork and exec: only async-signal-safe calls.
-unsafe fn connect_as(fd: i32, path: &CString, uid: u32) -> i32 {
+unsafe fn connect_as(fd: i32, addr: &libc::sockaddr_un, uid: u32) -> i32 {
     if libc::setgroups(0, std::ptr::null()) != 0 || libc::setgid(uid) != 0 || libc::setuid(uid) != 0 {
         return CHANGE_IDS_FAILED;
     }
-    let mut addr: libc::sockaddr_un = std::mem::zeroed();
-    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    let bytes = path.as_bytes();
-    if bytes.len() >= addr.sun_path.len() {
-        return PATH_TOO_LONG;
-    }
-    for (i, b) in bytes.iter().enumerate() {
-        addr.sun_path[i] = *b as libc::c_char;
-    }
     let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
-    if libc::connect(fd, &addr as *const libc::sockaddr_un as *const libc::sockaddr, len) != 0 {
+    if libc::connect(fd, addr as *const libc::sockaddr_un as *const libc::sockaddr, len) != 0 {
         // errno is thread-local and this child has one thread.
         return CONNECT_FAILED + (*libc::__errno_location()).min(200);
     }
     0
 }
 
-/// Our HELLO (version 1, no methods).
+/// Our HELLO (version 1, no methods), as bytes.
 pub fn hello() -> Bytes {
-    Frame::Hello(Box::new(Hello::new(PeerInfo { name: "hardening-raw".into(), lang: "rust".into(), version: "0".into() }))).to_bytes()
+    Frame::Hello(Box::new(our_hello())).to_bytes()
+}
+
+/// Our HELLO, for a case to add capabilities to before sending it.
+pub fn our_hello() -> Hello {
+    Hello::new(PeerInfo { name: "hardening-raw".into(), lang: "rust".into(), version: "0".into() })
 }
 
 /// A REQUEST frame.

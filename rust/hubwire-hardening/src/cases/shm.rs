@@ -10,7 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
 use hubwire::Code;
-use hubwire_frame::{Codec, Frame, Hello, Kind, PeerInfo};
+use hubwire_frame::{Codec, Frame, Kind};
 use serde_json::json;
 
 use crate::hub::Launch;
@@ -127,7 +127,7 @@ pub async fn other_user(ctx: &Ctx) -> Outcome {
 /// `hubwire.direct` for `echo` (JSON); every wait 5 s at most.
 async fn offered(mut raw: Raw) -> Result<Offered, String> {
     let within = Duration::from_secs(5);
-    let mut hello = Hello::new(PeerInfo { name: "hardening-raw".into(), lang: "rust".into(), version: "0".into() });
+    let mut hello = wire::our_hello();
     hello.upgrade = vec!["shm".into()];
     hello.direct = Some(1);
     raw.send(&Frame::Hello(Box::new(hello)).to_bytes(), within).await?;
