@@ -19,6 +19,7 @@ use bytes::{BufMut, BytesMut};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
+use super::copy::{copy_in, publish_fence};
 use super::segment::{reader_block, writer_block, Segment};
 use super::Budget;
 
@@ -256,6 +257,7 @@ impl Link {
         }
         let data = self.seg.data(self.tx);
         let mut pos = written;
+        let mut streamed = false;
         for b in bufs {
             let n = b.len().min(free);
             let start = (pos as usize) & (cap - 1);
@@ -263,14 +265,17 @@ impl Link {
             // SAFETY: [pos, pos + n) is free (the reader is past it) and
             // ours until we publish; `b` has at least n bytes.
             unsafe {
-                std::ptr::copy_nonoverlapping(b.as_ptr(), data.add(start), first);
-                std::ptr::copy_nonoverlapping(b.as_ptr().add(first), data, n - first);
+                streamed |= copy_in(data.add(start), b.as_ptr(), first);
+                streamed |= copy_in(data, b.as_ptr().add(first), n - first);
             }
             pos += n as u64;
             free -= n;
             if free == 0 {
                 break;
             }
+        }
+        if streamed {
+            publish_fence();
         }
         c.written.store(pos, Ordering::Release);
         fence(Ordering::SeqCst);

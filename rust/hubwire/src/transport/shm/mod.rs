@@ -5,11 +5,13 @@
 //! |---|---|
 //! | `segment` | the sealed memfd: layout, header, checks, mapping |
 //! | `link` | one side's two rings and four eventfds: copy in, copy out, park |
+//! | `copy` | copying into a ring: non-temporal stores for large pieces |
 //! | `ladder` | [`Ladder`]: the connection's transport, on the socket until each direction switches to its ring |
 //!
 //! The engine's half of the upgrade (offer, answer, markers) is in
 //! `engine/upgrade.rs`.
 
+mod copy;
 pub mod ladder;
 pub mod link;
 pub mod segment;
