@@ -265,8 +265,8 @@ impl Link {
             // SAFETY: [pos, pos + n) is free (the reader is past it) and
             // ours until we publish; `b` has at least n bytes.
             unsafe {
-                streamed |= copy_in(data.add(start), b.as_ptr(), first);
-                streamed |= copy_in(data, b.as_ptr().add(first), n - first);
+                streamed |= copy_in(data.add(start), b.as_ptr(), first, cap);
+                streamed |= copy_in(data, b.as_ptr().add(first), n - first, cap);
             }
             pos += n as u64;
             free -= n;
