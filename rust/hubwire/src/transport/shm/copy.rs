@@ -6,8 +6,9 @@
 //! from ours again. Non-temporal stores write past the caches, and the
 //! reader takes the lines from memory. On the 2-vCPU VM the bench runs on,
 //! one thread streaming 1 MiB messages to another through a 256 KiB ring
-//! moved 1.8–2.2 GB/s with `memcpy` and 10–12 GB/s with non-temporal
-//! stores (a Unix socket between the same two threads: 4.5–5.6 GB/s).
+//! moved 1.8–7.2 GB/s with `memcpy`, as the host placed the two vCPUs,
+//! and 10–12 GB/s with non-temporal stores whatever the placement (a Unix
+//! socket between the same two threads: 4.5–6.9 GB/s).
 //! Small pieces keep `memcpy`: a frame of a few bytes is read at once,
 //! from the cache, and the peer may be spinning on it. So do large rings
 //! ([`STREAM_RING_MAX`]): there the writer runs far enough ahead that its
