@@ -100,7 +100,22 @@ mod tests {
     #[test]
     fn copies_every_byte_at_every_alignment() {
         let src: Vec<u8> = (0..STREAM_FROM * 3).map(|i| (i * 7 + i / 251) as u8).collect();
-        let lens = [0, 1, 15, 16, 17, 63, 64, 65, STREAM_FROM - 1, STREAM_FROM, STREAM_FROM + 1, STREAM_FROM + 15, STREAM_FROM + 63, 2 * STREAM_FROM + 37];
+        let lens = [
+            0,
+            1,
+            15,
+            16,
+            17,
+            63,
+            64,
+            65,
+            STREAM_FROM - 1,
+            STREAM_FROM,
+            STREAM_FROM + 1,
+            STREAM_FROM + 15,
+            STREAM_FROM + 63,
+            2 * STREAM_FROM + 37,
+        ];
         for n in lens {
             for s_off in 0..16 {
                 for (d_off, cap) in (0..16).flat_map(|d| [(d, STREAM_RING_MAX), (d, 2 * STREAM_RING_MAX)]) {
