@@ -65,6 +65,54 @@ async fn frames_larger_than_the_ring_stream_through_it() {
     }
 }
 
+/// Resident bytes of this process's shared-memory segments whose mapping
+/// is `size` bytes long (`/proc/self/smaps`), and how many there are.
+fn segments_resident(size: usize) -> (usize, usize) {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let (mut n, mut rss, mut ours) = (0, 0, false);
+    for line in smaps.lines() {
+        if line.contains("hubwire-shm") {
+            ours = true;
+        } else if let Some(kb) = line.strip_prefix("Size:") {
+            ours &= kb.trim().trim_end_matches(" kB").trim().parse::<usize>().unwrap() * 1024 == size;
+            n += usize::from(ours);
+        } else if let Some(kb) = line.strip_prefix("Rss:").filter(|_| ours) {
+            rss += kb.trim().trim_end_matches(" kB").trim().parse::<usize>().unwrap() * 1024;
+            ours = false;
+        }
+    }
+    (n, rss)
+}
+
+/// Bulk through 2 MiB rings makes their pages resident; a few seconds
+/// after it, the pages past each ring's first 256 KiB have gone back
+/// (`spec/PROTOCOL.md` §11.4.1, "Memory"), in both processes' mappings
+/// (here, one process maps both sides), and the rings work as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_connection_gives_back_what_its_bulk_used() {
+    let ring = 2 << 20;
+    let (c, s, _dir) = pair(client().shm_ring(ring), server()).await;
+    assert!(c.upgraded().await && s.upgraded().await);
+    let size = 4096 + 2 * ring;
+    let big = Bytes::from((0..(1 << 20)).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
+    let calls: Vec<_> = (0..4).map(|_| c.call_raw("echo", big.clone())).collect();
+    for r in futures_util::future::join_all(calls).await {
+        assert_eq!(r.unwrap(), big);
+    }
+    let (n, busy) = segments_resident(size);
+    assert_eq!(n, 2, "the segment, mapped by each side");
+    assert!(busy >= 2 * (1 << 20), "{busy} bytes resident after the bulk");
+    let keep = 2 * 2 * 256 * 1024 + 2 * 4096;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while segments_resident(size).1 > keep {
+        assert!(std::time::Instant::now() < deadline, "still {} bytes resident", segments_resident(size).1);
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    for _ in 0..2 {
+        assert_eq!(c.call_raw("echo", big.clone()).await.unwrap(), big);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_offer_keeps_the_connection_on_the_socket() {
     let mut full = server();

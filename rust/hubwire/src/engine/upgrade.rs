@@ -22,6 +22,7 @@ use super::options::ConnectionOptions;
 use super::state::Core;
 use super::upgrade_state::{Phase, Upgrade};
 use crate::transport::shm::link::{self, Link};
+use crate::transport::shm::release::RELEASE_TICK;
 use crate::transport::shm::segment::Segment;
 use crate::transport::shm::{Budget, Ladder};
 use crate::transport::{DynTransport, Transport};
@@ -123,6 +124,7 @@ pub(crate) fn on_frame(core: &Arc<Core>, frame: Frame) -> Result<(), FrameError>
             match take_offer(up, &mechanism, fds) {
                 Ok(link) => {
                     up.ladder.attach(link);
+                    spawn_release(&up.ladder);
                     *phase = Phase::Accepted;
                     drop(phase);
                     send_marker(core.clone(), false);
@@ -138,6 +140,7 @@ pub(crate) fn on_frame(core: &Arc<Core>, frame: Frame) -> Result<(), FrameError>
         }
         (Frame::Upgraded { code: Code::Ok, .. }, Phase::Offered(link)) => {
             up.ladder.attach(link);
+            spawn_release(&up.ladder);
             up.ladder.switch_read();
             drop(phase);
             send_marker(core.clone(), true);
@@ -160,6 +163,27 @@ pub(crate) fn on_frame(core: &Arc<Core>, frame: Frame) -> Result<(), FrameError>
             _ => "an UPGRADED that answers no UPGRADE".to_string(),
         })),
     }
+}
+
+/// Gives the idle pages of the ring we write back to the system, a tick
+/// after their last use (`transport/shm/release.rs`), for as long as the
+/// link lives and we write it.
+fn spawn_release(ladder: &Ladder) {
+    let Some(link) = ladder.link() else { return };
+    let link = Arc::downgrade(link);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(RELEASE_TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            match link.upgrade() {
+                Some(l) if !l.write_closed() => {
+                    l.release_idle();
+                }
+                _ => return,
+            }
+        }
+    });
 }
 
 /// Checks an offer and maps it, or says why not (§11.4.2 step 2).

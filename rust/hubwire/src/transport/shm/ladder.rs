@@ -55,6 +55,11 @@ impl Ladder {
         let _ = self.link.set(Arc::new(link));
     }
 
+    /// The attached link, if any.
+    pub fn link(&self) -> Option<&Arc<Link>> {
+        self.link.get()
+    }
+
     /// From now on, reads come from the ring (the peer's marker was read).
     pub fn switch_read(&self) {
         debug_assert!(self.link.get().is_some());

@@ -20,12 +20,14 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
 use super::copy::{copy_in, publish_fence};
+use super::release::{give_back, Deep, KEEP};
 use super::segment::{reader_block, writer_block, Segment};
 use super::Budget;
 
 /// The control words of one ring, borrowed from the mapping.
 struct Ctl<'a> {
     written: &'a AtomicU64,
+    origin: &'a AtomicU64,
     closed: &'a AtomicU32,
     writer_waiting: &'a AtomicU32,
     read: &'a AtomicU64,
@@ -41,6 +43,7 @@ fn ctl(seg: &Segment, r: usize) -> Ctl<'_> {
         let (w, rd) = (writer_block(r), reader_block(r));
         Ctl {
             written: &*(at(w) as *const AtomicU64),
+            origin: &*(at(w + 16) as *const AtomicU64),
             closed: &*(at(w + 8) as *const AtomicU32),
             writer_waiting: &*(at(w + 12) as *const AtomicU32),
             read: &*(at(rd) as *const AtomicU64),
@@ -131,6 +134,11 @@ pub struct Link {
     write_parked: AtomicBool,
     /// Our `tx` is closed: no more writes.
     write_closed: AtomicBool,
+    /// We start our ring again at its first byte whenever the reader has
+    /// caught up (layout 2; a layout-1 peer reads without `origin`).
+    rewind: bool,
+    /// Who owns the part of our ring past [`KEEP`] (`release.rs`).
+    deep: Deep,
     _budget: Budget,
 }
 
@@ -140,6 +148,7 @@ impl Link {
     /// Must be called inside a tokio runtime.
     pub fn new(seg: Segment, dialer: bool, fds: [OwnedFd; 4], budget: Budget) -> io::Result<Link> {
         let [data0, room0, data1, room1] = fds;
+        let rewind = seg.layout() >= 2;
         let (tx, rx, data_out, room_out, data_in, room_in) =
             if dialer { (0, 1, data0, room0, data1, room1) } else { (1, 0, data1, room1, data0, room0) };
         Ok(Link {
@@ -158,6 +167,8 @@ impl Link {
             read_parked: AtomicBool::new(false),
             write_parked: AtomicBool::new(false),
             write_closed: AtomicBool::new(false),
+            rewind,
+            deep: Deep::default(),
             _budget: budget,
         })
     }
@@ -210,7 +221,10 @@ impl Link {
             return Ok(if c.closed.load(Ordering::Acquire) != 0 && c.written.load(Ordering::Acquire) == read { Some(0) } else { None });
         }
         let n = (avail as usize).min(room);
-        let start = (read as usize) & (cap - 1);
+        // As new as the bytes: stored before the `written` loaded above.
+        // No newer: the writer moves it only once we have read everything.
+        let origin = c.origin.load(Ordering::Relaxed);
+        let start = (read.wrapping_sub(origin) as usize) & (cap - 1);
         let first = n.min(cap - start);
         // SAFETY: bytes [read, read + n) are published (acquire above) and
         // ours until we store `read`; the caller gives room for n.
@@ -255,12 +269,36 @@ impl Link {
         if self.write_parked.swap(false, Ordering::Relaxed) {
             c.writer_waiting.store(0, Ordering::Relaxed);
         }
+        let mut origin = c.origin.load(Ordering::Relaxed);
+        if used == 0 && self.rewind && written != origin {
+            // The reader has everything: start again at the ring's first
+            // byte, where the lines (and pages) are warm. Published with
+            // the bytes, by the release store of `written` below.
+            origin = written;
+            c.origin.store(origin, Ordering::Relaxed);
+        }
+        // Past KEEP only while we hold that part (`release.rs`); stop
+        // there while the release gives its pages back.
+        let lead = written.wrapping_sub(origin);
+        let mut held = false;
+        if self.rewind && cap > KEEP && lead.saturating_add(free as u64) > KEEP as u64 {
+            let want = bufs.iter().map(|b| b.len()).sum::<usize>().min(free);
+            if lead.saturating_add(want as u64) > KEEP as u64 {
+                held = self.deep.hold();
+                if !held {
+                    free = (KEEP as u64).saturating_sub(lead) as usize;
+                    if free == 0 {
+                        return Ok((0, false));
+                    }
+                }
+            }
+        }
         let data = self.seg.data(self.tx);
         let mut pos = written;
         let mut streamed = false;
         for b in bufs {
             let n = b.len().min(free);
-            let start = (pos as usize) & (cap - 1);
+            let start = (pos.wrapping_sub(origin) as usize) & (cap - 1);
             let first = n.min(cap - start);
             // SAFETY: [pos, pos + n) is free (the reader is past it) and
             // ours until we publish; `b` has at least n bytes.
@@ -278,6 +316,9 @@ impl Link {
             publish_fence();
         }
         c.written.store(pos, Ordering::Release);
+        if held {
+            self.deep.let_go();
+        }
         fence(Ordering::SeqCst);
         Ok(((pos - written) as usize, c.reader_waiting.load(Ordering::Relaxed) != 0))
     }
@@ -325,7 +366,10 @@ impl Link {
         if !self.write_parked.swap(true, Ordering::Relaxed) {
             c.writer_waiting.store(1, Ordering::Relaxed);
             fence(Ordering::SeqCst);
-            if c.written.load(Ordering::Relaxed).wrapping_sub(c.read.load(Ordering::Acquire)) < self.seg.cap(self.tx) as u64 {
+            // While the release works, the room past KEEP is not ours: it
+            // signals `room_out` when done.
+            let room = c.written.load(Ordering::Relaxed).wrapping_sub(c.read.load(Ordering::Acquire)) < self.seg.cap(self.tx) as u64;
+            if room && !self.deep.releasing() {
                 return Poll::Ready(());
             }
         }
@@ -387,10 +431,46 @@ impl Link {
         }
     }
 
+    /// Whether we have closed the ring we write.
+    pub fn write_closed(&self) -> bool {
+        self.write_closed.load(Ordering::Relaxed)
+    }
+
     /// Whether our writer is parked for room in the ring we write: the
     /// peer's reader will free it and signal `room_out`.
     pub fn write_waits(&self) -> bool {
         self.write_parked.load(Ordering::Relaxed)
+    }
+
+    /// One tick of the release (`release.rs`): gives back the pages of
+    /// our ring past [`KEEP`] if a write used them, none has since the
+    /// last tick, and the reader has read everything. True if it did.
+    /// Called every [`RELEASE_TICK`](super::release::RELEASE_TICK) by the
+    /// engine while the connection lives.
+    pub fn release_idle(&self) -> bool {
+        let cap = self.seg.cap(self.tx);
+        if !self.rewind || cap <= KEEP || !self.deep.begin() {
+            return false;
+        }
+        let c = ctl(&self.seg, self.tx);
+        // After `begin`: no write can go past KEEP now, so if the reader
+        // has caught up, nothing there is unread or about to be written.
+        if c.read.load(Ordering::Acquire) != c.written.load(Ordering::Relaxed) {
+            self.deep.abort();
+            return false;
+        }
+        // SAFETY: [KEEP, cap) of our ring lies in the mapping, page-aligned
+        // (both powers of two of at least a page), and is free: read, and
+        // no write may enter it until `end`.
+        let r = unsafe { give_back(self.seg.data(self.tx).add(KEEP), cap - KEEP) };
+        self.deep.end();
+        // A writer stopped at KEEP parked on room: this is its wake-up.
+        signal(self.room_out.get_ref());
+        if let Err(e) = r {
+            tracing::debug!("shared ring: cannot give back its idle pages: {e}");
+            return false;
+        }
+        true
     }
 
     /// The sizes of the ring we write and the one we read.
@@ -417,20 +497,30 @@ fn park(fd: &AsyncFd<OwnedFd>, cx: &mut Context<'_>) -> Poll<()> {
 }
 
 #[cfg(test)]
+#[path = "rewind_tests.rs"]
+mod rewind_tests;
+
+/// Both sides of one segment of `layout` in this process (two mappings
+/// of the same memfd, as two processes would have), and the memfd.
+#[cfg(test)]
+fn pair_of(cap: usize, layout: u32) -> (Link, Link, OwnedFd) {
+    let (seg, fd) = Segment::create_layout(cap, cap, layout).unwrap();
+    let other = Segment::open(&fd).unwrap();
+    let fds = eventfds().unwrap();
+    let dup = |f: &OwnedFd| f.try_clone().unwrap();
+    let theirs = [dup(&fds[0]), dup(&fds[1]), dup(&fds[2]), dup(&fds[3])];
+    let budget = || crate::transport::shm::Budget::unlimited();
+    (Link::new(seg, true, fds, budget()).unwrap(), Link::new(other, false, theirs, budget()).unwrap(), fd)
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::shm::Budget;
     use std::os::fd::FromRawFd;
 
-    /// Both sides of one segment in this process (two mappings of the
-    /// same memfd, as two processes would have).
     fn pair(cap: usize) -> (Link, Link) {
-        let (seg, fd) = Segment::create(cap, cap).unwrap();
-        let other = Segment::open(&fd).unwrap();
-        let fds = eventfds().unwrap();
-        let dup = |f: &OwnedFd| f.try_clone().unwrap();
-        let theirs = [dup(&fds[0]), dup(&fds[1]), dup(&fds[2]), dup(&fds[3])];
-        (Link::new(seg, true, fds, Budget::unlimited()).unwrap(), Link::new(other, false, theirs, Budget::unlimited()).unwrap())
+        let (d, a, _fd) = pair_of(cap, super::super::segment::LAYOUT);
+        (d, a)
     }
 
     /// What an acceptor takes as a segment's eventfd: ours pass; a
@@ -456,14 +546,22 @@ mod tests {
     async fn bytes_cross_both_ways_and_wrap_around_the_ring() {
         let (d, a) = pair(4096);
         let mut buf = BytesMut::with_capacity(8192);
-        // 3000 + 3000 bytes: the second write wraps the 4096-byte ring.
+        // 3000 bytes a round, of which the reader takes 2500 before the next
+        // write: the ring is never empty then, so writes go on past its
+        // end and wrap to its start (rounds 1 and 2).
+        let mut rest = BytesMut::new();
         for round in 0..3u8 {
             let chunk = vec![round; 3000];
             assert_eq!(d.try_write(&[IoSlice::new(&chunk)]).unwrap(), 3000);
-            buf.clear();
-            assert_eq!(a.try_read(&mut buf).unwrap(), Some(3000));
-            assert!(buf.iter().all(|&b| b == round), "round {round}");
+            let mut got = vec![0; 2500];
+            assert_eq!(a.read_into(&mut got).unwrap(), Some(2500));
+            rest.extend_from_slice(&got);
         }
+        buf.clear();
+        assert_eq!(a.try_read(&mut buf).unwrap(), Some(1500));
+        rest.extend_from_slice(&buf);
+        let want: Vec<u8> = (0..3u8).flat_map(|r| vec![r; 3000]).collect();
+        assert_eq!(&rest[..], &want[..], "in order, across the wraps");
         assert_eq!(a.try_write(&[IoSlice::new(b"ab"), IoSlice::new(b"cd")]).unwrap(), 4);
         buf.clear();
         assert_eq!(d.try_read(&mut buf).unwrap(), Some(4));

@@ -6,6 +6,7 @@
 //! | `segment` | the sealed memfd: layout, header, checks, mapping |
 //! | `link` | one side's two rings and four eventfds: copy in, copy out, park |
 //! | `copy` | copying into a ring: non-temporal stores for large pieces |
+//! | `release` | giving a ring's idle pages back, and who owns them meanwhile |
 //! | `ladder` | [`Ladder`]: the connection's transport, on the socket until each direction switches to its ring |
 //!
 //! The engine's half of the upgrade (offer, answer, markers) is in
@@ -14,6 +15,7 @@
 mod copy;
 pub mod ladder;
 pub mod link;
+pub mod release;
 pub mod segment;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -8,11 +8,11 @@
 //! | offset | bytes | field |
 //! |---:|---:|---|
 //! | 0 | 8 | magic `hw-shm\0\0` |
-//! | 8 | 4 | layout, 1 |
+//! | 8 | 4 | layout, 2 (1 is read too) |
 //! | 12 | 4 | data offset, 4096 |
 //! | 16, 20 | 4 + 4 | `cap0`, `cap1` |
 //! | 24 | 8 | size, `4096 + cap0 + cap1` |
-//! | 128 + 256·r | 8, 4, 4 | ring r: `written`, `closed`, `writer_waiting` (the writer's block) |
+//! | 128 + 256·r | 8, 4, 4, 8 | ring r: `written`, `closed`, `writer_waiting`, `origin` (the writer's block) |
 //! | 256 + 256·r | 8, 4 | ring r: `read`, `reader_waiting` (the reader's block) |
 
 use std::io;
@@ -21,8 +21,10 @@ use std::ptr::NonNull;
 
 /// The segment's first eight bytes.
 pub const MAGIC: [u8; 8] = *b"hw-shm\0\0";
-/// The layout this code reads and writes.
-pub const LAYOUT: u32 = 1;
+/// The layout this code writes: 2, whose writers may rewind their ring
+/// (`origin`, §11.4.1). It reads layout 1 too, whose writers never do:
+/// the segments of an earlier hubwire.
+pub const LAYOUT: u32 = 2;
 /// Where ring 0's data starts: the control page's size.
 pub const DATA_OFFSET: usize = 4096;
 /// The smallest ring a segment may have.
@@ -44,9 +46,13 @@ pub(super) fn reader_block(r: usize) -> usize {
 
 /// The header of a segment with rings of `cap0` and `cap1` bytes.
 pub fn header(cap0: usize, cap1: usize) -> [u8; HEADER_LEN] {
+    header_of(cap0, cap1, LAYOUT)
+}
+
+fn header_of(cap0: usize, cap1: usize, layout: u32) -> [u8; HEADER_LEN] {
     let mut h = [0u8; HEADER_LEN];
     h[0..8].copy_from_slice(&MAGIC);
-    h[8..12].copy_from_slice(&LAYOUT.to_le_bytes());
+    h[8..12].copy_from_slice(&layout.to_le_bytes());
     h[12..16].copy_from_slice(&(DATA_OFFSET as u32).to_le_bytes());
     h[16..20].copy_from_slice(&(cap0 as u32).to_le_bytes());
     h[20..24].copy_from_slice(&(cap1 as u32).to_le_bytes());
@@ -61,12 +67,17 @@ fn valid_cap(cap: usize) -> bool {
 /// Checks a header against the size of the file it came from (§11.4.1);
 /// the two ring sizes, or why the segment is refused.
 pub fn check_header(h: &[u8], file_size: u64) -> Result<(usize, usize), String> {
+    check(h, file_size).map(|(caps, _)| caps)
+}
+
+/// [`check_header`], with the layout.
+fn check(h: &[u8], file_size: u64) -> Result<((usize, usize), u32), String> {
     let u32_at = |o: usize| u32::from_le_bytes(h[o..o + 4].try_into().expect("4 bytes"));
     if h.len() < HEADER_LEN || h[0..8] != MAGIC {
         return Err("not a hubwire shared-memory segment (bad magic)".into());
     }
-    if u32_at(8) != LAYOUT {
-        return Err(format!("segment layout {} (we read layout {LAYOUT})", u32_at(8)));
+    if !(1..=LAYOUT).contains(&u32_at(8)) {
+        return Err(format!("segment layout {} (we read layouts 1 to {LAYOUT})", u32_at(8)));
     }
     if u32_at(12) as usize != DATA_OFFSET {
         return Err(format!("segment data offset {} (must be {DATA_OFFSET})", u32_at(12)));
@@ -83,7 +94,7 @@ pub fn check_header(h: &[u8], file_size: u64) -> Result<(usize, usize), String> 
     if file_size != size {
         return Err(format!("segment is {file_size} bytes, its header says {size}"));
     }
-    Ok((cap0, cap1))
+    Ok(((cap0, cap1), u32_at(8)))
 }
 
 /// A mapped segment. Unmapped on drop.
@@ -91,6 +102,7 @@ pub struct Segment {
     base: NonNull<u8>,
     size: usize,
     caps: [usize; 2],
+    layout: u32,
 }
 
 // SAFETY: the mapping is plain shared memory; every access to the control
@@ -103,6 +115,15 @@ impl Segment {
     /// Makes a new segment (zeroed, header written, sealed to its size)
     /// and maps it: the dialer's side of an offer.
     pub fn create(cap0: usize, cap1: usize) -> io::Result<(Segment, OwnedFd)> {
+        Segment::create_layout(cap0, cap1, LAYOUT)
+    }
+
+    /// [`Segment::create`] in an earlier layout (1 to [`LAYOUT`]): what an
+    /// earlier hubwire offers, for tests and the conformance suite.
+    pub fn create_layout(cap0: usize, cap1: usize, layout: u32) -> io::Result<(Segment, OwnedFd)> {
+        if !(1..=LAYOUT).contains(&layout) {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("layout {layout}: we write 1 to {LAYOUT}")));
+        }
         if !valid_cap(cap0) || !valid_cap(cap1) {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("ring sizes {cap0}, {cap1}: powers of two from {MIN_CAP}")));
         }
@@ -123,9 +144,9 @@ impl Segment {
                 return Err(io::Error::last_os_error());
             }
         }
-        let seg = Segment::map(&fd, size, [cap0, cap1])?;
+        let seg = Segment::map(&fd, size, [cap0, cap1], layout)?;
         // SAFETY: the mapping is at least a page; nobody else sees it yet.
-        unsafe { std::ptr::copy_nonoverlapping(header(cap0, cap1).as_ptr(), seg.base.as_ptr(), HEADER_LEN) };
+        unsafe { std::ptr::copy_nonoverlapping(header_of(cap0, cap1, layout).as_ptr(), seg.base.as_ptr(), HEADER_LEN) };
         Ok((seg, fd))
     }
 
@@ -153,12 +174,12 @@ impl Segment {
         if n != HEADER_LEN as isize {
             return Err("cannot read the segment's header".into());
         }
-        let (cap0, cap1) = check_header(&h, file_size)?;
-        let seg = Segment::map(fd, file_size as usize, [cap0, cap1]).map_err(|e| format!("cannot map the segment: {e}"))?;
+        let ((cap0, cap1), layout) = check(&h, file_size)?;
+        let seg = Segment::map(fd, file_size as usize, [cap0, cap1], layout).map_err(|e| format!("cannot map the segment: {e}"))?;
         for r in 0..2 {
-            for off in [writer_block(r), reader_block(r)] {
+            for (off, len) in [(writer_block(r), 24), (reader_block(r), 16)] {
                 // SAFETY: within the control page; read as plain bytes once.
-                let block = unsafe { std::slice::from_raw_parts(seg.base.as_ptr().add(off), 16) };
+                let block = unsafe { std::slice::from_raw_parts(seg.base.as_ptr().add(off), len) };
                 if block.iter().any(|&b| b != 0) {
                     return Err(format!("ring {r}'s control words are not zero"));
                 }
@@ -167,13 +188,19 @@ impl Segment {
         Ok(seg)
     }
 
-    fn map(fd: &OwnedFd, size: usize, caps: [usize; 2]) -> io::Result<Segment> {
+    fn map(fd: &OwnedFd, size: usize, caps: [usize; 2], layout: u32) -> io::Result<Segment> {
         // SAFETY: a shared mapping of a file we hold, of its sealed size.
         let p = unsafe { libc::mmap(std::ptr::null_mut(), size, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0) };
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(Segment { base: NonNull::new(p as *mut u8).expect("mmap never returns null"), size, caps })
+        Ok(Segment { base: NonNull::new(p as *mut u8).expect("mmap never returns null"), size, caps, layout })
+    }
+
+    /// The segment's layout: 2, or 1 for a peer whose writers never
+    /// rewind (and ours must not either: it reads without `origin`).
+    pub fn layout(&self) -> u32 {
+        self.layout
     }
 
     /// Ring `r`'s data size.
@@ -222,13 +249,14 @@ mod tests {
             let name = c["name"].as_str().unwrap();
             let h = unhex(c["header_hex"].as_str().unwrap());
             let size = c["file_size"].as_u64().unwrap();
-            let got = check_header(&h, size);
             if c["valid"].as_bool().unwrap() {
                 let caps = (c["cap0"].as_u64().unwrap() as usize, c["cap1"].as_u64().unwrap() as usize);
-                assert_eq!(got, Ok(caps), "{name}");
-                assert_eq!(header(caps.0, caps.1).to_vec(), h, "{name}: the header we write");
+                let layout = c["layout"].as_u64().unwrap() as u32;
+                assert_eq!(check(&h, size), Ok((caps, layout)), "{name}");
+                assert_eq!(header_of(caps.0, caps.1, layout).to_vec(), h, "{name}: the header we write");
+                assert_eq!(header(caps.0, caps.1)[8], LAYOUT as u8, "{name}: we write our layout");
             } else {
-                assert!(got.is_err(), "{name}: accepted");
+                assert!(check_header(&h, size).is_err(), "{name}: accepted");
             }
         }
     }
@@ -237,7 +265,9 @@ mod tests {
     fn a_created_segment_is_sealed_and_opens_with_its_sizes() {
         let (seg, fd) = Segment::create(4096, 8192).unwrap();
         let other = Segment::open(&fd).unwrap();
-        assert_eq!((other.cap(0), other.cap(1)), (4096, 8192));
+        assert_eq!((other.cap(0), other.cap(1), other.layout()), (4096, 8192, LAYOUT));
+        let (_old, fd1) = Segment::create_layout(4096, 4096, 1).unwrap();
+        assert_eq!(Segment::open(&fd1).unwrap().layout(), 1, "an earlier hubwire's segment opens");
         // SAFETY: ftruncate on our descriptor; it must fail (sealed).
         assert!(unsafe { libc::ftruncate(fd.as_raw_fd(), 4096) } < 0, "the size is sealed");
         // The two mappings are the same memory.
@@ -254,6 +284,10 @@ mod tests {
         let (_seg, fd) = Segment::create(4096, 4096).unwrap();
         // Control words not zero: a segment already in use.
         unsafe { libc::pwrite(fd.as_raw_fd(), [1u8].as_ptr() as *const libc::c_void, 1, writer_block(1) as libc::off_t) };
+        assert!(Segment::open(&fd).err().unwrap().contains("not zero"));
+        let (_seg, fd) = Segment::create(4096, 4096).unwrap();
+        // `origin`, the writer block's last word, counts too.
+        unsafe { libc::pwrite(fd.as_raw_fd(), [1u8].as_ptr() as *const libc::c_void, 1, (writer_block(0) + 16) as libc::off_t) };
         assert!(Segment::open(&fd).err().unwrap().contains("not zero"));
     }
 }
