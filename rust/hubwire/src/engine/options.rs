@@ -69,7 +69,10 @@ pub struct ConnectionOptions {
     /// peer can too. On by default; `HUBWIRE_SHM=0` turns the default off.
     pub shm: bool,
     /// The size of each ring of a segment we offer as the dialer: a power
-    /// of two from 4 KiB to 1 GiB. A segment costs `4 KiB + 2 × shm_ring`.
+    /// of two from 4 KiB to 1 GiB. A segment maps `4 KiB + 2 × shm_ring`,
+    /// but only the pages a ring has used cost memory: small calls stay in
+    /// its first pages, and pages past its first 256 KiB go back to the
+    /// system a second or two after the bulk that used them.
     pub shm_ring: usize,
     /// How many connections of this process may be on shared memory at
     /// once (counted across all connections); beyond it, new ones stay on
@@ -77,7 +80,9 @@ pub struct ConnectionOptions {
     pub shm_max_connections: usize,
 }
 
-/// [`ConnectionOptions::shm_ring`] by default: 256 KiB.
+/// [`ConnectionOptions::shm_ring`] by default: 256 KiB, about what a Unix
+/// socket buffers. Larger rings move large frames faster when their
+/// process's allocator keeps up (docs/hub.md, "Shared memory").
 pub const DEFAULT_SHM_RING: usize = 256 * 1024;
 /// [`ConnectionOptions::shm_max_connections`] by default.
 pub const DEFAULT_SHM_MAX_CONNECTIONS: usize = 256;
