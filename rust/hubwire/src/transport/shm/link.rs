@@ -35,9 +35,9 @@ struct Ctl<'a> {
 }
 
 fn ctl(seg: &Segment, r: usize) -> Ctl<'_> {
-    // SAFETY: the blocks lie inside the control page, 8-byte aligned
-    // (mmap is page-aligned, the offsets are multiples of 128 plus 0, 8
-    // or 12), and live as long as the mapping borrowed here.
+    // SAFETY: the blocks lie inside the control page, aligned to their
+    // words (mmap is page-aligned, the offsets are multiples of 128 plus
+    // 0, 8, 12 or 16), and live as long as the mapping borrowed here.
     unsafe {
         let at = |off: usize| seg.base().add(off);
         let (w, rd) = (writer_block(r), reader_block(r));
@@ -286,7 +286,9 @@ impl Link {
             if lead.saturating_add(want as u64) > KEEP as u64 {
                 held = self.deep.hold();
                 if !held {
-                    free = (KEEP as u64).saturating_sub(lead) as usize;
+                    // `min`: a peer that scribbles on our `origin` must
+                    // not make us write over bytes it has not read.
+                    free = free.min((KEEP as u64).saturating_sub(lead) as usize);
                     if free == 0 {
                         return Ok((0, false));
                     }
@@ -448,29 +450,46 @@ impl Link {
     /// Called every [`RELEASE_TICK`](super::release::RELEASE_TICK) by the
     /// engine while the connection lives.
     pub fn release_idle(&self) -> bool {
-        let cap = self.seg.cap(self.tx);
-        if !self.rewind || cap <= KEEP || !self.deep.begin() {
+        if !self.rewind || self.seg.cap(self.tx) <= KEEP || !self.deep.begin() {
             return false;
         }
+        self.finish_release()
+    }
+
+    /// The rest of a release once [`Deep::begin`] has taken the part past
+    /// KEEP: gives its pages back if the ring is empty, and in every case
+    /// hands that part back and wakes our writer, which may have parked
+    /// meanwhile (`poll_writable` parks while the release works).
+    fn finish_release(&self) -> bool {
+        let cap = self.seg.cap(self.tx);
         let c = ctl(&self.seg, self.tx);
         // After `begin`: no write can go past KEEP now, so if the reader
         // has caught up, nothing there is unread or about to be written.
-        if c.read.load(Ordering::Acquire) != c.written.load(Ordering::Relaxed) {
+        let empty = c.read.load(Ordering::Acquire) == c.written.load(Ordering::Relaxed);
+        let r = if empty {
+            // SAFETY: [KEEP, cap) of our ring lies in the mapping,
+            // page-aligned (both powers of two of at least a page), and is
+            // free: read, and no write may enter it until `end`.
+            Some(unsafe { give_back(self.seg.data(self.tx).add(KEEP), cap - KEEP) })
+        } else {
+            None
+        };
+        if empty {
+            self.deep.end();
+        } else {
             self.deep.abort();
-            return false;
         }
-        // SAFETY: [KEEP, cap) of our ring lies in the mapping, page-aligned
-        // (both powers of two of at least a page), and is free: read, and
-        // no write may enter it until `end`.
-        let r = unsafe { give_back(self.seg.data(self.tx).add(KEEP), cap - KEEP) };
-        self.deep.end();
-        // A writer stopped at KEEP parked on room: this is its wake-up.
+        // Our own writer's wake-up, at most one a tick; a writer that is
+        // not parked finds the eventfd's edge stale and looks again.
         signal(self.room_out.get_ref());
-        if let Err(e) = r {
-            tracing::debug!("shared ring: cannot give back its idle pages: {e}");
-            return false;
+        match r {
+            Some(Ok(())) => true,
+            Some(Err(e)) => {
+                tracing::debug!("shared ring: cannot give back its idle pages: {e}");
+                false
+            }
+            None => false,
         }
-        true
     }
 
     /// The sizes of the ring we write and the one we read.
@@ -486,8 +505,9 @@ impl Link {
 /// the `read` that would zero the counter is one system call per wake-up
 /// saved (`spec/PROTOCOL.md` §11.4.1 lets a side that waits so skip it).
 /// The counter grows by one per signal, and a signal is sent only to a
-/// parked side (at most one per write made while it is parked): its
-/// limit, 2^64 − 2, is out of reach.
+/// parked side (at most one per write made while it is parked), or by our
+/// own release (at most one a second): its limit, 2^64 − 2, is out of
+/// reach.
 fn park(fd: &AsyncFd<OwnedFd>, cx: &mut Context<'_>) -> Poll<()> {
     let mut guard = ready!(fd.poll_read_ready(cx)).expect("eventfd readiness");
     // Cleared only if no newer edge came since this guard's: tokio
