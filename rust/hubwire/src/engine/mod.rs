@@ -10,6 +10,7 @@
 //! | `handshake` | opening a connection: HELLO both ways, version negotiation, the reader task started |
 //! | `reader` | the reader task: read, parse, route each frame to its call, wait |
 //! | `read_state` | the reader's state (buffer, decoder, spinner), shared with a caller that reads its own answer |
+//! | `reuse` | large frames' buffers kept for the next large frame, under a process-wide cap |
 //! | `own_read` | a caller alone in flight in low-latency mode reads its own answer |
 //! | `writer` | the write queue: batched, vectored, inline flush |
 //! | `calls` | the call table: calls we started, calls we serve, ids |
@@ -26,7 +27,7 @@
 //! | `upgrade_state` | where one connection's upgrade stands (kept on its `Core`) |
 //!
 //! The same files, by the same names, make up the engine of the
-//! TypeScript SDK (`ts/src/engine/`), except `wait`, `read_state` and `own_read`: a
+//! TypeScript SDK (`ts/src/engine/`), except `wait`, `read_state`, `own_read` and `reuse`: a
 //! JavaScript runtime waits in its event loop, and a caller there never
 //! reads for itself.
 
@@ -43,6 +44,7 @@ mod options;
 mod own_read;
 mod read_state;
 mod reader;
+mod reuse;
 mod serve;
 mod slots;
 mod state;

@@ -68,11 +68,23 @@ pub(crate) struct ReadState {
     /// let go: a caller whose read could not re-arm the transport, or that
     /// left a stop or a held frame, wakes it.
     pub(super) reader: Option<Waker>,
+    /// Large frames' buffers kept for the next large frame.
+    pub(super) reuse: super::reuse::Reuse,
 }
 
 impl ReadState {
     pub(super) fn new(buf: BytesMut, decoder: Decoder, spinner: Spinner) -> ReadState {
-        ReadState { buf, decoder, run: ItemRun::new(), spinner, held: None, stop: None, ended: false, reader: None }
+        ReadState {
+            buf,
+            decoder,
+            run: ItemRun::new(),
+            spinner,
+            held: None,
+            stop: None,
+            ended: false,
+            reader: None,
+            reuse: Default::default(),
+        }
     }
 
     /// Whether the buffer holds the start of a frame larger than a read

@@ -22,6 +22,7 @@ use hubwire_frame::{Code, Decoder, Frame, FrameError};
 
 use super::calls::{deliver, Event, OutSink, Served};
 use super::read_state::{ItemRun, ReadState, Stop};
+use super::reuse::Reuse;
 use super::serve::{self, Service};
 use super::state::Core;
 use super::wait::{Spinner, WaitMode};
@@ -31,32 +32,53 @@ use crate::transport::Transport;
 
 pub(crate) use super::read_state::READ_CHUNK;
 
+/// Makes room in `buf` for the next read, without keeping buffers for
+/// reuse (the handshake's reads): [`reserve_reusing`].
+pub(crate) fn reserve(decoder: &Decoder, buf: &mut BytesMut) {
+    reserve_reusing(decoder, buf, &mut Reuse::default());
+}
+
 /// Makes room in `buf` for the next read. A frame larger than a read
 /// chunk whose header is buffered gets its final buffer at once, sized
 /// from the header (which `decoder.check` has already held to
-/// `max_frame`): one allocation, what has arrived copied once, the rest
-/// read straight into place, and the payload split off it later pins
-/// exactly its own size. Growing the buffer as the bytes arrived instead
-/// (4× what had arrived at a time, before issue 15) copied a 1 MiB
-/// frame's first 320 KiB again and allocated twice per frame, ~18 % of
-/// the bulk row's samples (11 % `memmove`, ~7 % page faults). The allocation is
+/// `max_frame`): what has arrived is copied once, the rest is read straight
+/// into place (its last bytes too: the buffer is not grown for them), and
+/// the payload split off it pins exactly that buffer. Growing the buffer
+/// as the bytes arrived instead (before issue 15) copied a 1 MiB frame's
+/// first 320 KiB again and allocated twice per frame. The allocation is
 /// address space: only the pages the kernel writes into become resident,
 /// so a peer that sends a header and stops costs what it sent in memory
 /// (the `header_then_silence` hardening case). Otherwise at least 4 KiB
 /// is free, a chunk when more is needed.
-pub(crate) fn reserve(decoder: &Decoder, buf: &mut BytesMut) {
+///
+/// The buffer of a large frame is taken from [`Reuse`] when one there is
+/// free (the application has dropped everything it held of that frame)
+/// and large enough: its pages are resident and likely cached, where a
+/// new allocation of a megabyte is, with glibc, often fresh pages, each
+/// faulted in and zeroed (`bench/README.md`, round 13).
+pub(crate) fn reserve_reusing(decoder: &Decoder, buf: &mut BytesMut, reuse: &mut Reuse) {
     let (len, spare) = (buf.len(), buf.capacity() - buf.len());
     let want = match decoder.check(buf) {
         Ok(Some(n)) if n > len => n - len,
         _ => 0,
     };
-    if want > spare && len + want > READ_CHUNK {
-        let mut whole = BytesMut::with_capacity(len + want);
+    let large = want > spare && len + want > READ_CHUNK;
+    // Inside a large frame's buffer, whatever is missing fits: no growth.
+    let in_large = want > 0 && want <= spare && len + want > READ_CHUNK;
+    let grow = !large && (want > spare || (spare < 4096 && !in_large));
+    if (large || grow) && reuse.buf_is_large {
+        // Leaving the last large frame's buffer: keep a handle on it.
+        reuse.keep(buf.split_to(0));
+    }
+    if large {
+        let need = len + want;
+        let mut whole = reuse.take(need).unwrap_or_else(|| BytesMut::with_capacity(need));
         whole.extend_from_slice(buf);
         *buf = whole;
+        reuse.large(need);
         return;
     }
-    if spare < 4096 || want > spare {
+    if grow {
         buf.reserve(READ_CHUNK);
     }
 }
@@ -191,7 +213,7 @@ fn stopped(st: &ReadState, stop: Stop) -> Result<String, FrameError> {
 /// for the next read.
 pub(super) fn ready_for_more(core: &Core, st: &mut ReadState) {
     core.transport.settle_fds(st.buf.len());
-    reserve(&st.decoder, &mut st.buf);
+    reserve_reusing(&st.decoder, &mut st.buf, &mut st.reuse);
 }
 
 /// Who dispatches a read's frames.
