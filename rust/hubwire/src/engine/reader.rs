@@ -48,7 +48,8 @@ pub(crate) fn reserve(decoder: &Decoder, buf: &mut BytesMut) {
 /// first 320 KiB again and allocated twice per frame. The allocation is
 /// address space: only the pages the kernel writes into become resident,
 /// so a peer that sends a header and stops costs what it sent in memory
-/// (the `header_then_silence` hardening case). Otherwise at least 4 KiB
+/// (the `header_then_silence` hardening case). Otherwise (outside a large
+/// frame's buffer, whose room is what the frame still needs) at least 4 KiB
 /// is free, a chunk when more is needed.
 ///
 /// The buffer of a large frame is taken from [`Reuse`] when one there is
@@ -73,9 +74,11 @@ pub(crate) fn reserve_reusing(decoder: &Decoder, buf: &mut BytesMut, reuse: &mut
     if large {
         let need = len + want;
         let mut whole = reuse.take(need).unwrap_or_else(|| BytesMut::with_capacity(need));
+        // A kept buffer is reclaimed whole, from its start: its capacity
+        // is its allocation's size, which is what keeping it costs.
+        reuse.large(whole.capacity());
         whole.extend_from_slice(buf);
         *buf = whole;
-        reuse.large(need);
         return;
     }
     if grow {
