@@ -103,6 +103,13 @@ impl ReadState {
     /// Spins on `t` as the spinner allows: `Some` with what a read
     /// brought (bytes, end of stream or an error), `None` if nothing came.
     pub(super) fn spin_read(&mut self, t: &dyn Transport) -> Option<io::Result<usize>> {
+        if self.buf.capacity() == self.buf.len() {
+            // A caller may read between the reader task's read and its
+            // `ready_for_more`, when that read filled the buffer: a
+            // transport must get room (a full buffer reads as `Ok(0)` from
+            // some, end of stream).
+            super::reader::reserve_reusing(&self.decoder, &mut self.buf, &mut self.reuse);
+        }
         let ReadState { buf, spinner, .. } = self;
         spinner.spin(|| match t.try_read(buf) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
@@ -200,6 +207,21 @@ mod tests {
 
     use super::super::slots::tests::Count;
     use super::*;
+
+    /// A read into a buffer the last read filled (a caller reading before
+    /// the reader task made room) gets room first, and bytes, not `Ok(0)`.
+    #[test]
+    fn a_spin_read_into_a_full_buffer_makes_room_first() {
+        let (a, b) = crate::transport::memory::pair();
+        b.try_write(&[std::io::IoSlice::new(b"more")]).unwrap();
+        let mut buf = BytesMut::with_capacity(8);
+        buf.extend_from_slice(&[0u8; 8]);
+        buf.truncate(buf.capacity());
+        assert_eq!(buf.len(), buf.capacity());
+        let mut st = ReadState::new(buf, Decoder::default(), Spinner::new(super::super::WaitMode::low_latency()));
+        assert_eq!(st.spin_read(&a).expect("bytes are there").unwrap(), 4);
+        assert_eq!(&st.buf[8..], b"more");
+    }
 
     #[test]
     fn a_reader_that_finds_the_state_taken_is_woken_when_the_caller_lets_go() {
