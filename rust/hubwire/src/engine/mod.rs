@@ -9,7 +9,7 @@
 //! | `state` | [`Core`]: one connection's shared state; sending frames, starting and abandoning calls, draining, dying |
 //! | `handshake` | opening a connection: HELLO both ways, version negotiation, the reader task started |
 //! | `reader` | the reader task: read, parse, route each frame to its call, wait |
-//! | `read_state` | the reader's state (buffer, decoder, spinner), shared with a caller that reads its own answer |
+//! | `read_state` | the reader's state (buffer, decoder, spinner), shared with a caller that reads its own answer; making room for the next read |
 //! | `reuse` | large frames' buffers kept for the next large frame, under a process-wide cap |
 //! | `own_read` | a caller alone in flight in low-latency mode reads its own answer |
 //! | `writer` | the write queue: batched, vectored, inline flush |

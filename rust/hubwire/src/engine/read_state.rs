@@ -33,12 +33,67 @@ use std::task::{Context, Poll, Waker};
 use bytes::BytesMut;
 use hubwire_frame::{Decoder, Frame, FrameError};
 
+use super::reuse::Reuse;
 use super::wait::Spinner;
 use crate::codec::Payload;
 use crate::transport::Transport;
 
 /// Bytes asked of the transport per read.
 pub(crate) const READ_CHUNK: usize = 64 * 1024;
+
+/// Makes room in `buf` for the next read, without keeping buffers for
+/// reuse (the handshake's reads): [`reserve_reusing`].
+pub(crate) fn reserve(decoder: &Decoder, buf: &mut BytesMut) {
+    reserve_reusing(decoder, buf, &mut Reuse::default());
+}
+
+/// Makes room in `buf` for the next read. A frame larger than a read
+/// chunk whose header is buffered gets its final buffer at once, sized
+/// from the header (which `decoder.check` has already held to
+/// `max_frame`): what has arrived is copied once, the rest is read straight
+/// into place (its last bytes too: the buffer is not grown for them), and
+/// the payload split off it pins exactly that buffer. Growing the buffer
+/// as the bytes arrived instead (before issue 15) copied a 1 MiB frame's
+/// first 320 KiB again and allocated twice per frame. The allocation is
+/// address space: only the pages the kernel writes into become resident,
+/// so a peer that sends a header and stops costs what it sent in memory
+/// (the `header_then_silence` hardening case). Otherwise (outside a large
+/// frame's buffer, whose room is what the frame still needs) at least 4 KiB
+/// is free, a chunk when more is needed.
+///
+/// The buffer of a large frame is taken from [`Reuse`] when one there is
+/// free (the application has dropped everything it held of that frame)
+/// and large enough: its pages are resident and likely cached, where a
+/// new allocation of a megabyte is, with glibc, often fresh pages, each
+/// faulted in and zeroed (`bench/README.md`, round 13).
+pub(crate) fn reserve_reusing(decoder: &Decoder, buf: &mut BytesMut, reuse: &mut Reuse) {
+    let (len, spare) = (buf.len(), buf.capacity() - buf.len());
+    let want = match decoder.check(buf) {
+        Ok(Some(n)) if n > len => n - len,
+        _ => 0,
+    };
+    let large = want > spare && len + want > READ_CHUNK;
+    // Inside a large frame's buffer, whatever is missing fits: no growth.
+    let in_large = want > 0 && want <= spare && len + want > READ_CHUNK;
+    let grow = !large && (want > spare || (spare < 4096 && !in_large));
+    if (large || grow) && reuse.buf_is_large {
+        // Leaving the last large frame's buffer: keep a handle on it.
+        reuse.keep(buf.split_to(0));
+    }
+    if large {
+        let need = len + want;
+        let mut whole = reuse.take(need).unwrap_or_else(|| BytesMut::with_capacity(need));
+        // A kept buffer is reclaimed whole, from its start: its capacity
+        // is its allocation's size, which is what keeping it costs.
+        reuse.large(whole.capacity());
+        whole.extend_from_slice(buf);
+        *buf = whole;
+        return;
+    }
+    if grow {
+        buf.reserve(READ_CHUNK);
+    }
+}
 
 /// What a read found that ends reading: the reader task acts on it.
 pub(crate) enum Stop {
@@ -69,7 +124,7 @@ pub(crate) struct ReadState {
     /// left a stop or a held frame, wakes it.
     pub(super) reader: Option<Waker>,
     /// Large frames' buffers kept for the next large frame.
-    pub(super) reuse: super::reuse::Reuse,
+    pub(super) reuse: Reuse,
 }
 
 impl ReadState {
@@ -108,7 +163,7 @@ impl ReadState {
             // `ready_for_more`, when that read filled the buffer: a
             // transport must get room (a full buffer reads as `Ok(0)` from
             // some, end of stream).
-            super::reader::reserve_reusing(&self.decoder, &mut self.buf, &mut self.reuse);
+            reserve_reusing(&self.decoder, &mut self.buf, &mut self.reuse);
         }
         let ReadState { buf, spinner, .. } = self;
         spinner.spin(|| match t.try_read(buf) {

@@ -22,7 +22,6 @@ use hubwire_frame::{Code, Decoder, Frame, FrameError};
 
 use super::calls::{deliver, Event, OutSink, Served};
 use super::read_state::{ItemRun, ReadState, Stop};
-use super::reuse::Reuse;
 use super::serve::{self, Service};
 use super::state::Core;
 use super::wait::{Spinner, WaitMode};
@@ -30,61 +29,7 @@ use crate::codec::Payload;
 use crate::errors::Error;
 use crate::transport::Transport;
 
-pub(crate) use super::read_state::READ_CHUNK;
-
-/// Makes room in `buf` for the next read, without keeping buffers for
-/// reuse (the handshake's reads): [`reserve_reusing`].
-pub(crate) fn reserve(decoder: &Decoder, buf: &mut BytesMut) {
-    reserve_reusing(decoder, buf, &mut Reuse::default());
-}
-
-/// Makes room in `buf` for the next read. A frame larger than a read
-/// chunk whose header is buffered gets its final buffer at once, sized
-/// from the header (which `decoder.check` has already held to
-/// `max_frame`): what has arrived is copied once, the rest is read straight
-/// into place (its last bytes too: the buffer is not grown for them), and
-/// the payload split off it pins exactly that buffer. Growing the buffer
-/// as the bytes arrived instead (before issue 15) copied a 1 MiB frame's
-/// first 320 KiB again and allocated twice per frame. The allocation is
-/// address space: only the pages the kernel writes into become resident,
-/// so a peer that sends a header and stops costs what it sent in memory
-/// (the `header_then_silence` hardening case). Otherwise (outside a large
-/// frame's buffer, whose room is what the frame still needs) at least 4 KiB
-/// is free, a chunk when more is needed.
-///
-/// The buffer of a large frame is taken from [`Reuse`] when one there is
-/// free (the application has dropped everything it held of that frame)
-/// and large enough: its pages are resident and likely cached, where a
-/// new allocation of a megabyte is, with glibc, often fresh pages, each
-/// faulted in and zeroed (`bench/README.md`, round 13).
-pub(crate) fn reserve_reusing(decoder: &Decoder, buf: &mut BytesMut, reuse: &mut Reuse) {
-    let (len, spare) = (buf.len(), buf.capacity() - buf.len());
-    let want = match decoder.check(buf) {
-        Ok(Some(n)) if n > len => n - len,
-        _ => 0,
-    };
-    let large = want > spare && len + want > READ_CHUNK;
-    // Inside a large frame's buffer, whatever is missing fits: no growth.
-    let in_large = want > 0 && want <= spare && len + want > READ_CHUNK;
-    let grow = !large && (want > spare || (spare < 4096 && !in_large));
-    if (large || grow) && reuse.buf_is_large {
-        // Leaving the last large frame's buffer: keep a handle on it.
-        reuse.keep(buf.split_to(0));
-    }
-    if large {
-        let need = len + want;
-        let mut whole = reuse.take(need).unwrap_or_else(|| BytesMut::with_capacity(need));
-        // A kept buffer is reclaimed whole, from its start: its capacity
-        // is its allocation's size, which is what keeping it costs.
-        reuse.large(whole.capacity());
-        whole.extend_from_slice(buf);
-        *buf = whole;
-        return;
-    }
-    if grow {
-        buf.reserve(READ_CHUNK);
-    }
-}
+pub(crate) use super::read_state::{reserve, reserve_reusing, READ_CHUNK};
 
 /// How long a connection that sent a fatal GOAWAY goes on reading (and
 /// discarding) what the peer still sends before it closes (§7.3).

@@ -1,7 +1,7 @@
 //! Large frames' buffers, kept for the next large frame.
 //!
 //! The reader gives a frame larger than a read chunk a buffer of its own
-//! size (`reader::reserve_reusing`), and the payload the application gets
+//! size (`read_state::reserve_reusing`), and the payload the application gets
 //! is a view of it. A new buffer of a megabyte is, with glibc, often fresh
 //! pages from the kernel, each faulted in and zeroed as the frame is read
 //! into it; bulk calls on a fast transport then spend more on that than on
@@ -90,7 +90,7 @@ impl Reuse {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::reader::reserve_reusing;
+    use crate::engine::read_state::reserve_reusing;
     use bytes::BufMut;
     use hubwire_frame::Decoder;
 
