@@ -300,14 +300,20 @@ pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
         idle: access.idle_timeout,
         token: token.clone(),
     };
+    // Each listener is logged here, before "hub started", and not in its
+    // task: a task may first run after that line, and whoever waits for
+    // "hub started" then reads the log for the listeners' addresses.
     let mut accepting = JoinSet::new();
     if let Some(l) = unix {
+        tracing::info!(listen = %l.describe(), mode = %format!("{:04o}", access.unix_mode), "accepting clients");
         accepting.spawn(door.clone().unix(l, access.clone()));
     }
     if let Some(l) = tcp {
+        tracing::info!(listen = %tcp_listen(&l, tls.is_some()), "accepting clients");
         accepting.spawn(door.clone().tcp(l, tls.clone()));
     }
     if let Some(l) = websocket {
+        tracing::info!(listen = %hubwire::transport::Listener::describe(&l), "accepting clients");
         accepting.spawn(door.clone().websocket(l, token.is_some() || certified));
     }
     if let Some(j) = joined.as_ref().filter(|j| j.cfg.offer) {
@@ -413,7 +419,6 @@ impl Door {
     }
 
     async fn unix(self, l: UnixSocket, access: Access) {
-        tracing::info!(listen = %l.describe(), mode = %format!("{:04o}", access.unix_mode), "accepting clients");
         // SAFETY: getuid has no preconditions.
         let own = unsafe { libc::getuid() };
         loop {
@@ -434,9 +439,7 @@ impl Door {
     /// against the limits), and refused by closing: a GOAWAY in plain text
     /// would mean nothing to it.
     async fn tcp(self, l: tokio::net::TcpListener, tls: Option<tls::Acceptor>) {
-        let scheme = if tls.is_some() { "tls" } else { "tcp" };
-        let listen = l.local_addr().map_or(format!("{scheme}:?"), |a| format!("{scheme}:{a}"));
-        tracing::info!(listen = %listen, "accepting clients");
+        let listen = tcp_listen(&l, tls.is_some());
         // Every connection on a TLS listener with `client_ca` has shown a
         // client certificate signed by it: trusted.
         let certified = tls.as_ref().is_some_and(|a| a.requires_client_cert());
@@ -482,7 +485,6 @@ impl Door {
     /// with `client_ca`.
     async fn websocket(self, l: WebSocketListener, trusted: bool) {
         let listen = hubwire::transport::Listener::describe(&l);
-        tracing::info!(listen = %listen, "accepting clients");
         loop {
             match l.accept().await {
                 Ok((t, peer)) => self.enter(t, Peer::Ip(peer.ip()), self.remote(), trusted),
@@ -490,6 +492,12 @@ impl Door {
             }
         }
     }
+}
+
+/// How the `tcp` listener is named in the log: `tcp:ADDR`, or `tls:ADDR`.
+fn tcp_listen(l: &tokio::net::TcpListener, tls: bool) -> String {
+    let scheme = if tls { "tls" } else { "tcp" };
+    l.local_addr().map_or(format!("{scheme}:?"), |a| format!("{scheme}:{a}"))
 }
 
 /// After a failed accept (out of descriptors, usually): wait instead of
