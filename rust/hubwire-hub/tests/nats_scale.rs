@@ -100,7 +100,7 @@ async fn many_hubs_route_list_and_fail_over_on_one_cluster() {
     // Failover of a shared method: kill the hub one of its links reaches.
     let _: hubwire::Raw = client.call("echo", &hubwire::Raw(bytes::Bytes::new())).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
-    let victim = loop {
+    let (victim, on_victim) = loop {
         let s = router.status().await;
         let peers: Vec<String> = s
             .providers
@@ -109,7 +109,13 @@ async fn many_hubs_route_list_and_fail_over_on_one_cluster() {
             .flat_map(|p| p.replicas.iter().filter(|r| r.state == "ready").filter_map(|r| r.peer.clone()))
             .collect();
         if let Some(p) = peers.first().filter(|_| peers.len() == 2) {
-            break p.split('/').next().unwrap().to_string();
+            let hub = p.split('/').next().unwrap().to_string();
+            // The cluster picks each link's replica: both may be on the
+            // hub we kill, and then each may fail the call sent on it
+            // before its death was noticed.
+            let on_victim = peers.iter().filter(|q| q.split('/').next() == Some(hub.as_str())).count();
+            eprintln!("the echo pool's links: {peers:?}; killing {hub}, which {on_victim} of them reach");
+            break (hub, on_victim);
         }
         assert!(Instant::now() < deadline, "the echo pool has not 2 ready links: {s:?}");
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -139,8 +145,8 @@ async fn many_hubs_route_list_and_fail_over_on_one_cluster() {
     let up = t_start.elapsed().as_secs_f64();
     kill_hub(&mut serving[at]);
     let (ok, unavailable) = load.await.unwrap();
-    eprintln!("killed {victim} under load: {ok} calls ok, {unavailable} unavailable (at most the one in flight on its link)");
-    assert!(ok > 10 && unavailable <= 1, "{ok} ok, {unavailable} unavailable");
+    eprintln!("killed {victim} under load: {ok} calls ok, {unavailable} unavailable (at most one per link it reached)");
+    assert!(ok > 10 && unavailable <= on_victim, "{ok} ok, {unavailable} unavailable, {on_victim} links on {victim}");
 
     let (router_rss, router_cpu) = usage(router.child.id());
     rows.sort_by_key(|r| r.0);
