@@ -80,10 +80,12 @@ pub struct ConnectionOptions {
     pub shm_max_connections: usize,
 }
 
-/// [`ConnectionOptions::shm_ring`] by default: 256 KiB, about what a Unix
-/// socket buffers. Larger rings move large frames faster when their
-/// process's allocator keeps up (docs/hub.md, "Shared memory").
-pub const DEFAULT_SHM_RING: usize = 256 * 1024;
+/// [`ConnectionOptions::shm_ring`] by default: 4 MiB. Small calls keep to
+/// a ring's first pages, and bulk gives back what it used past 256 KiB a
+/// second or two after it (§11.4.1); a large ring lets large frames run
+/// at memory speed where 256 KiB holds them near a Unix socket's
+/// (docs/hub.md, "Shared memory").
+pub const DEFAULT_SHM_RING: usize = 4 << 20;
 /// [`ConnectionOptions::shm_max_connections`] by default.
 pub const DEFAULT_SHM_MAX_CONNECTIONS: usize = 256;
 
@@ -98,7 +100,7 @@ impl ConnectionOptions {
     /// Defaults: efficient waiting (or `HUBWIRE_WAIT`), 16 MiB frames,
     /// window 64, 4096 calls, 10 s handshake, a 4 MiB write queue that may
     /// stay full for 30 s, no methods offered, shared memory on (or
-    /// `HUBWIRE_SHM`) with 256 KiB rings and at most 256 such connections.
+    /// `HUBWIRE_SHM`) with 4 MiB rings and at most 256 such connections.
     pub fn new(name: impl Into<String>) -> ConnectionOptions {
         ConnectionOptions {
             name: name.into(),
