@@ -60,8 +60,8 @@ pub struct HubSection {
     pub tcp: Option<Located<String>>,
     /// TCP address of the HTTP/JSON gateway.
     pub http: Option<Located<String>>,
-    /// Low-latency waiting on client and provider connections.
-    pub low_latency: bool,
+    /// How the hub's connections wait for bytes (`wait`).
+    pub wait: HubWait,
     /// How long SIGTERM waits for calls in flight.
     pub drain_timeout: Duration,
     /// TCP address of the WebSocket listener (hubwire protocol, for browsers).
@@ -92,6 +92,19 @@ pub struct HubSection {
     pub token: Option<hubwire::Token>,
     /// The upgrade of local connections to shared memory.
     pub shm: ShmConfig,
+}
+
+/// `[hub] wait`: how the hub's connections wait for bytes (docs/hub.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HubWait {
+    /// The default: a connection to a provider spins for its answer while
+    /// that call is the only one in flight through the hub (`SpinGate`);
+    /// otherwise, and on client connections, as `Efficient`.
+    Adaptive,
+    /// Never spin.
+    Efficient,
+    /// Every connection spins after activity (`WaitMode::low_latency`).
+    LowLatency,
 }
 
 /// `shm`, `shm_ring`, `shm_max_connections` of `[hub]`: whether the hub
@@ -506,13 +519,14 @@ impl Parser<'_> {
         let mut h = hub.map(Spanned::into_inner).unwrap_or_default();
         let limits = self.limits(&mut h)?;
         let access = self.access(&mut h)?;
-        let low_latency = match &h.wait {
-            None => false,
-            Some(w) => match w.get_ref().as_str() {
-                "efficient" => false,
-                "low-latency" => true,
-                other => return Err(self.err(self.at(w), format!("wait = {other:?}: expected \"efficient\" or \"low-latency\""))),
-            },
+        let wait = match h.wait.as_ref().map(|w| (w, w.get_ref().as_str())) {
+            None | Some((_, "adaptive")) => HubWait::Adaptive,
+            Some((_, "efficient")) => HubWait::Efficient,
+            Some((_, "low-latency")) => HubWait::LowLatency,
+            Some((w, other)) => {
+                let why = format!("wait = {other:?}: expected \"adaptive\" (the default), \"efficient\" or \"low-latency\"");
+                return Err(self.err(self.at(w), why));
+            }
         };
         let shm = self.shm(&mut h)?;
         let located = |s: Spanned<String>| Located { line: self.line_of(s.span().start), value: s.into_inner() };
@@ -526,7 +540,7 @@ impl Parser<'_> {
             unix: h.unix.map(located).map(|u| Located { value: base.join(u.value), line: u.line }),
             tcp: h.tcp.map(located),
             http: h.http.map(located),
-            low_latency,
+            wait,
             drain_timeout: self.duration(h.drain_timeout, "drain_timeout", Duration::from_secs(10))?,
             websocket: h.websocket.map(located),
             allowed_origins: h.allowed_origins.unwrap_or_default(),

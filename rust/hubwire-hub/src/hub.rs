@@ -34,7 +34,7 @@ use hubwire::{Connection, ConnectionOptions, Provider, Token, WaitMode};
 use tokio::task::JoinSet;
 
 use crate::admit::{self, Admission, Peer, Ticket};
-use crate::config::{Access, ConfigError, HubConfig, HubLimits, Located};
+use crate::config::{Access, ConfigError, HubConfig, HubLimits, HubWait, Located};
 use crate::idle::{self, Activity};
 use crate::join::Joined;
 use crate::own_schemas;
@@ -257,9 +257,18 @@ pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
         tracing::warn!("cannot become a child subreaper ({e}): a provider's orphaned descendants may outlive the hub");
     }
     let reg = Arc::new(Registry::new(&cfg.providers, cfg.hub.limits.log_line_max));
-    let wait = if cfg.hub.low_latency { WaitMode::low_latency() } else { WaitMode::Efficient };
+    // Providers' connections and clients' (`serving`, below).
+    let (wait, clients_wait) = match cfg.hub.wait {
+        HubWait::Adaptive => (WaitMode::low_latency(), WaitMode::Efficient),
+        HubWait::Efficient => (WaitMode::Efficient, WaitMode::Efficient),
+        HubWait::LowLatency => (WaitMode::low_latency(), WaitMode::low_latency()),
+    };
     let limits = &cfg.hub.limits;
-    let upstream = ConnectionOptions::new(cfg.hub.name.clone())
+    let mut upstream = ConnectionOptions::new(cfg.hub.name.clone());
+    if cfg.hub.wait == HubWait::Adaptive {
+        upstream = upstream.spin_gate(reg.routed.clone());
+    }
+    let upstream = upstream
         .wait(wait)
         .window(limits.window)
         .write_queue(limits.write_queue, limits.write_stall_timeout)
@@ -285,6 +294,7 @@ pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
     let admission = Admission::new(access.max_connections, access.max_connections_per_peer);
     let mut serving = upstream.clone();
     serving.handshake_timeout = access.handshake_timeout;
+    serving.wait = clients_wait;
     let Bound { unix, tcp, http, websocket, tls } = bound;
     // Who is trusted (sees private status): the Unix socket's peers, vetted
     // by its mode and their uids; with a token, every TCP, WebSocket and

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use hubwire::wait::SpinGate;
 use hubwire::{Connection, MethodInfo};
 use tokio::sync::{Notify, Semaphore};
 
@@ -271,6 +272,10 @@ pub struct Registry {
     /// The cluster joined with `[nats]`, once connected: remote methods'
     /// pools (`remote`).
     pub cluster: std::sync::OnceLock<Arc<crate::remote::Cluster>>,
+    /// The calls routed to a provider and not yet answered; with `[hub]
+    /// wait = "adaptive"`, the providers' connections spin only while it
+    /// counts one.
+    pub routed: SpinGate,
 }
 
 impl Registry {
@@ -288,6 +293,7 @@ impl Registry {
             started: Instant::now(),
             log_line_max,
             cluster: std::sync::OnceLock::new(),
+            routed: SpinGate::new(),
         }
     }
 

@@ -22,6 +22,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use hubwire::wait::{Busy, SpinGate};
 use hubwire::{CallOptions, Code, Error, Incoming, MethodInfo, Payload, Provider, Routed, ServeFuture, Service};
 
 use crate::config::HubLimits;
@@ -109,7 +110,7 @@ async fn dispatch(hub: &HubService, mut call: Routed) -> Result<Option<Payload>,
     // Refused before any replica saw it (full queue, no replica): counted
     // against the provider, so that a scrape shows what callers were told.
     let (_permit, replica, conn) = slot.await.inspect_err(|e| p.refusals.record(waited.elapsed(), e.code()))?;
-    let mut load = Load::new(&replica);
+    let mut load = Load::new(&replica, &reg.routed);
     let opts = onward(&call, p.config.default_deadline.unwrap_or(hub.limits.default_deadline), arrived);
     let key = load.key;
     let result = call.forward_watched(&conn, &opts, &|| replica.call_moved(key)).await;
@@ -187,12 +188,14 @@ struct Load {
     code: Code,
     /// Its entry in the replica's `progress`.
     key: u64,
+    /// Counted among the hub's routed calls ([`Registry::routed`]).
+    _routed: Busy,
 }
 
 impl Load {
-    fn new(r: &Arc<Replica>) -> Load {
+    fn new(r: &Arc<Replica>, routed: &SpinGate) -> Load {
         r.in_flight.fetch_add(1, Ordering::Relaxed);
-        Load { replica: r.clone(), start: Instant::now(), code: Code::Cancelled, key: r.call_started() }
+        Load { replica: r.clone(), start: Instant::now(), code: Code::Cancelled, key: r.call_started(), _routed: routed.busy() }
     }
 
     fn finish(&mut self, code: Code) {

@@ -108,7 +108,7 @@ fn bad_values_are_refused() {
     );
     refused(&format!("{HUB}\n[[provider]]\nname = \"a\"\ndial = \"nats:a.b\"\n"), 6, "or \"nats:NAME\"");
     refused(&format!("{HUB}\n[[provider]]\nname = \"a\"\ndial = \"nats:prov\"\n"), 4, "needs a [nats] section");
-    refused("[hub]\nwait = \"fast\"\nunix = \"hub.sock\"\n", 2, "expected \"efficient\" or \"low-latency\"");
+    refused("[hub]\nwait = \"fast\"\nunix = \"hub.sock\"\n", 2, "expected \"adaptive\" (the default), \"efficient\" or \"low-latency\"");
     refused("[hub]\nunix = \"hub.sock\"\n[[provider]]\nname = \"a\"\nexec = \"x\"\n", 5, "invalid type");
     refused("[hub\nunix = 1\n", 1, "");
 }

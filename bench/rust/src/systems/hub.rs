@@ -28,8 +28,12 @@ pub fn start(job: &Job, exe: Option<&Path>) -> io::Result<Box<dyn Target>> {
     let sock = dir.join("hub.sock");
     let config = dir.join("hub.toml");
     let peer = bench_peer()?;
+    // Efficient ends: the hub as it comes (`wait = "adaptive"`, which
+    // spins for a provider's answer only while it is the one call in
+    // flight; docs/hub.md). Low-latency ends: the hub spins too.
+    let hub_mode = if mode == "efficient" { "adaptive" } else { mode };
     let toml = format!(
-        "[hub]\nunix = {sock:?}\nwait = {mode:?}\n\n[[provider]]\nname = \"bench\"\nexec = [{peer:?}, \"hubwire\", \"--wait\", {mode:?}]\nreplicas = 1\n",
+        "[hub]\nunix = {sock:?}\nwait = {hub_mode:?}\n\n[[provider]]\nname = \"bench\"\nexec = [{peer:?}, \"hubwire\", \"--wait\", {mode:?}]\nreplicas = 1\n",
         sock = sock.display().to_string(),
         peer = peer.display().to_string(),
     );

@@ -48,7 +48,14 @@ pub(crate) async fn open(transport: DynTransport, options: &ConnectionOptions, d
         let _ = core.direct.set(hook.clone());
     }
     upgrade::start(&core, ladder, options, fd_queue);
-    tokio::spawn(reader::run(core.clone(), options.service.clone(), options.wait, options.write_stall_timeout, buf, decoder));
+    tokio::spawn(reader::run(
+        core.clone(),
+        options.service.clone(),
+        (options.wait, options.spin_gate.clone()),
+        options.write_stall_timeout,
+        buf,
+        decoder,
+    ));
     Ok(core)
 }
 

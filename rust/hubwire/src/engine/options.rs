@@ -9,7 +9,7 @@ use hubwire_frame::{Hello, PeerInfo, Token, DEFAULT_MAX_FRAME};
 
 use super::handoff::DirectHook;
 use super::serve::Service;
-use super::wait::WaitMode;
+use super::wait::{SpinGate, WaitMode};
 
 /// [`ConnectionOptions::write_queue`] by default: 4 MiB.
 pub const DEFAULT_WRITE_QUEUE: usize = 4 * 1024 * 1024;
@@ -27,6 +27,9 @@ pub struct ConnectionOptions {
     pub name: String,
     /// How the reader waits for bytes.
     pub wait: WaitMode,
+    /// In low-latency mode, spin only while this count of calls in flight
+    /// is at most one ([`ConnectionOptions::spin_gate`]).
+    pub(crate) spin_gate: Option<SpinGate>,
     /// The largest frame body we accept.
     pub max_frame: u32,
     /// Initial credit we grant per incoming stream.
@@ -105,6 +108,7 @@ impl ConnectionOptions {
         ConnectionOptions {
             name: name.into(),
             wait: WaitMode::from_env().unwrap_or_default(),
+            spin_gate: None,
             max_frame: DEFAULT_MAX_FRAME,
             window: hubwire_frame::hello::DEFAULT_WINDOW,
             max_calls: hubwire_frame::hello::DEFAULT_MAX_CALLS,
@@ -139,6 +143,17 @@ impl ConnectionOptions {
     /// Sets the waiting mode.
     pub fn wait(mut self, wait: WaitMode) -> ConnectionOptions {
         self.wait = wait;
+        self
+    }
+
+    /// In low-latency mode, spins only while `gate` counts at most one
+    /// call in flight, and waits as efficient mode does otherwise
+    /// ([`SpinGate`]). For a process that relays calls: the hub gives its
+    /// connections to providers its count of routed calls, so that a
+    /// caller alone gets its answer without a wake-up in the hub, and many
+    /// callers do not hold each other's workers.
+    pub fn spin_gate(mut self, gate: SpinGate) -> ConnectionOptions {
+        self.spin_gate = Some(gate);
         self
     }
 

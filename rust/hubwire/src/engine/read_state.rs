@@ -273,7 +273,7 @@ mod tests {
         buf.extend_from_slice(&[0u8; 8]);
         buf.truncate(buf.capacity());
         assert_eq!(buf.len(), buf.capacity());
-        let mut st = ReadState::new(buf, Decoder::default(), Spinner::new(super::super::WaitMode::low_latency()));
+        let mut st = ReadState::new(buf, Decoder::default(), Spinner::new(super::super::WaitMode::low_latency(), None));
         assert_eq!(st.spin_read(&a).expect("bytes are there").unwrap(), 4);
         assert_eq!(&st.buf[8..], b"more");
     }
@@ -281,7 +281,7 @@ mod tests {
     #[test]
     fn a_reader_that_finds_the_state_taken_is_woken_when_the_caller_lets_go() {
         let side = ReadSide::default();
-        side.install(Some(ReadState::new(BytesMut::new(), Decoder::default(), Spinner::new(super::super::WaitMode::Efficient))));
+        side.install(Some(ReadState::new(BytesMut::new(), Decoder::default(), Spinner::new(super::super::WaitMode::Efficient, None))));
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let waker = Waker::from(count.clone());
         let mut cx = Context::from_waker(&waker);
