@@ -98,8 +98,8 @@ pub struct HubSection {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HubWait {
     /// The default: a connection to a provider spins for its answer while
-    /// that call is the only one in flight through the hub (`SpinGate`);
-    /// otherwise, and on client connections, as `Efficient`.
+    /// one caller is alone in the hub (`SpinGate`); otherwise, and on
+    /// client connections, as `Efficient`.
     Adaptive,
     /// Never spin.
     Efficient,

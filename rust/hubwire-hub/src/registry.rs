@@ -274,7 +274,7 @@ pub struct Registry {
     pub cluster: std::sync::OnceLock<Arc<crate::remote::Cluster>>,
     /// The calls routed to a provider and not yet answered; with `[hub]
     /// wait = "adaptive"`, the providers' connections spin only while it
-    /// counts one.
+    /// says one caller is alone.
     pub routed: SpinGate,
 }
 

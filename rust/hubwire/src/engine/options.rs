@@ -28,7 +28,7 @@ pub struct ConnectionOptions {
     /// How the reader waits for bytes.
     pub wait: WaitMode,
     /// In low-latency mode, spin only while this count of calls in flight
-    /// is at most one ([`ConnectionOptions::spin_gate`]).
+    /// says a caller is alone ([`ConnectionOptions::spin_gate`]).
     pub(crate) spin_gate: Option<SpinGate>,
     /// The largest frame body we accept.
     pub max_frame: u32,
@@ -146,9 +146,9 @@ impl ConnectionOptions {
         self
     }
 
-    /// In low-latency mode, spins only while `gate` counts at most one
-    /// call in flight, and waits as efficient mode does otherwise
-    /// ([`SpinGate`]). For a process that relays calls: the hub gives its
+    /// In low-latency mode, spins only while `gate` says a caller is
+    /// alone (one call in flight, after calls that were alone too), and
+    /// waits as efficient mode does otherwise ([`SpinGate`]). For a process that relays calls: the hub gives its
     /// connections to providers its count of routed calls, so that a
     /// caller alone gets its answer without a wake-up in the hub, and many
     /// callers do not hold each other's workers.
