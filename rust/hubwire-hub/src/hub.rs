@@ -257,25 +257,24 @@ pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
         tracing::warn!("cannot become a child subreaper ({e}): a provider's orphaned descendants may outlive the hub");
     }
     let reg = Arc::new(Registry::new(&cfg.providers, cfg.hub.limits.log_line_max));
-    // Providers' connections and clients' (`serving`, below).
+    // Providers' connections (`upstream`: spawned, dialled, NATS links)
+    // and clients' (`serving`, below).
     let (wait, clients_wait) = match cfg.hub.wait {
         HubWait::Adaptive => (WaitMode::low_latency(), WaitMode::Efficient),
         HubWait::Efficient => (WaitMode::Efficient, WaitMode::Efficient),
         HubWait::LowLatency => (WaitMode::low_latency(), WaitMode::low_latency()),
     };
     let limits = &cfg.hub.limits;
-    let mut upstream = ConnectionOptions::new(cfg.hub.name.clone());
-    if cfg.hub.wait == HubWait::Adaptive {
-        upstream = upstream.spin_gate(reg.routed.clone());
-    }
-    let upstream = upstream
-        .wait(wait)
+    let mut base = ConnectionOptions::new(cfg.hub.name.clone())
         .window(limits.window)
         .write_queue(limits.write_queue, limits.write_stall_timeout)
         .shm(cfg.hub.shm.on)
         .shm_ring(cfg.hub.shm.ring);
-    let mut upstream = upstream;
-    upstream.shm_max_connections = cfg.hub.shm.max_connections;
+    base.shm_max_connections = cfg.hub.shm.max_connections;
+    let mut upstream = base.clone().wait(wait);
+    if cfg.hub.wait == HubWait::Adaptive {
+        upstream = upstream.spin_gate(reg.routed.clone());
+    }
     let reaper = tokio::spawn(crate::process::reaper());
     // The cluster first, so that `dial = "nats:…"` providers find it.
     let joined = match &cfg.nats {
@@ -292,9 +291,8 @@ pub async fn run(cfg: HubConfig, bound: Bound) -> std::io::Result<()> {
     ));
     let access = &cfg.hub.access;
     let admission = Admission::new(access.max_connections, access.max_connections_per_peer);
-    let mut serving = upstream.clone();
+    let mut serving = base.wait(clients_wait);
     serving.handshake_timeout = access.handshake_timeout;
-    serving.wait = clients_wait;
     let Bound { unix, tcp, http, websocket, tls } = bound;
     // Who is trusted (sees private status): the Unix socket's peers, vetted
     // by its mode and their uids; with a token, every TCP, WebSocket and

@@ -22,7 +22,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hubwire::wait::{Busy, SpinGate};
 use hubwire::{CallOptions, Code, Error, Incoming, MethodInfo, Payload, Provider, Routed, ServeFuture, Service};
 
 use crate::config::HubLimits;
@@ -90,6 +89,9 @@ impl Service for HubService {
 async fn dispatch(hub: &HubService, mut call: Routed) -> Result<Option<Payload>, Error> {
     let arrived = tokio::time::Instant::now();
     let reg = &*hub.registry;
+    // Counted from here, waiting for a slot included: callers queued
+    // behind one another are not one caller after another.
+    let _routed = reg.routed.busy();
     let method = call.ctx.method();
     let route = match reg.route(method) {
         Some(r) => r,
@@ -110,7 +112,7 @@ async fn dispatch(hub: &HubService, mut call: Routed) -> Result<Option<Payload>,
     // Refused before any replica saw it (full queue, no replica): counted
     // against the provider, so that a scrape shows what callers were told.
     let (_permit, replica, conn) = slot.await.inspect_err(|e| p.refusals.record(waited.elapsed(), e.code()))?;
-    let mut load = Load::new(&replica, &reg.routed);
+    let mut load = Load::new(&replica);
     let opts = onward(&call, p.config.default_deadline.unwrap_or(hub.limits.default_deadline), arrived);
     let key = load.key;
     let result = call.forward_watched(&conn, &opts, &|| replica.call_moved(key)).await;
@@ -188,14 +190,12 @@ struct Load {
     code: Code,
     /// Its entry in the replica's `progress`.
     key: u64,
-    /// Counted among the hub's routed calls ([`Registry::routed`]).
-    _routed: Busy,
 }
 
 impl Load {
-    fn new(r: &Arc<Replica>, routed: &SpinGate) -> Load {
+    fn new(r: &Arc<Replica>) -> Load {
         r.in_flight.fetch_add(1, Ordering::Relaxed);
-        Load { replica: r.clone(), start: Instant::now(), code: Code::Cancelled, key: r.call_started(), _routed: routed.busy() }
+        Load { replica: r.clone(), start: Instant::now(), code: Code::Cancelled, key: r.call_started() }
     }
 
     fn finish(&mut self, code: Code) {

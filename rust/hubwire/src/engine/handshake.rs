@@ -42,7 +42,9 @@ pub(crate) async fn open(transport: DynTransport, options: &ConnectionOptions, d
     let mut decoder = Decoder::new(options.max_frame);
     decoder.set_version(version as u8);
     decoder.set_direct(local.direct.is_some() && peer.direct.is_some());
-    let low_latency = matches!(options.wait, WaitMode::LowLatency { .. });
+    // Kicks (an answer is expected: spin) only in low-latency mode, and
+    // only while the gate, if any, lets a spin start.
+    let low_latency = matches!(options.wait, WaitMode::LowLatency { .. }).then(|| options.spin_gate.clone());
     let core = Arc::new(Core::new(transport, writer, local, peer, dialer, low_latency));
     if let Some(hook) = &options.handoff {
         let _ = core.direct.set(hook.clone());

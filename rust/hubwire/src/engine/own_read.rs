@@ -51,7 +51,7 @@ impl Core {
     }
 
     fn may_read_own(&self, st: &ReadState) -> bool {
-        st.spinner.enabled()
+        st.spinner.may_spin()
             && !st.ended
             && !st.left_for_reader()
             && !st.inside_large_frame()

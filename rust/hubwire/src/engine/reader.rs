@@ -362,7 +362,7 @@ async fn read_more(core: &Core, delivered: &mut bool, inside: bool) -> Read {
             if st.left_for_reader() {
                 return Poll::Ready(Some(Read::News));
             }
-            if st.spinner.enabled() && core.kick.poll(cx) {
+            if st.spinner.may_spin() && core.kick.poll(cx) {
                 return Poll::Ready(None);
             }
             match t.poll_read(cx, &mut st.buf) {

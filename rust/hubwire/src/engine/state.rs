@@ -22,7 +22,7 @@ use super::credit::RecvWindow;
 use super::inbox::InboxTx;
 use super::read_state::ReadSide;
 use super::slots::SlotRef;
-use super::wait::Kick;
+use super::wait::{Kick, SpinGate};
 use super::writer::Writer;
 use crate::codec::Payload;
 use crate::errors::{Code, Error};
@@ -41,6 +41,8 @@ pub(crate) struct Core {
     pub(crate) gate: Arc<Semaphore>,
     pub(crate) kick: Kick,
     pub(crate) low_latency: bool,
+    /// In low-latency mode, kicks only while this gate is open.
+    spin_gate: Option<SpinGate>,
     /// The reader's state, shared with a caller that reads its own answer
     /// (`read_state.rs`).
     pub(crate) read: ReadSide,
@@ -104,7 +106,15 @@ pub(crate) struct Started {
 
 impl Core {
     /// The core of a connection whose handshake is done.
-    pub(crate) fn new(transport: DynTransport, writer: Arc<Writer>, local: Hello, peer: Hello, dialer: bool, low_latency: bool) -> Core {
+    pub(crate) fn new(
+        transport: DynTransport,
+        writer: Arc<Writer>,
+        local: Hello,
+        peer: Hello,
+        dialer: bool,
+        low_latency: Option<Option<SpinGate>>,
+    ) -> Core {
+        let (low_latency, spin_gate) = (low_latency.is_some(), low_latency.flatten());
         let batch_items = transport.batches_items();
         Core {
             transport,
@@ -116,6 +126,7 @@ impl Core {
             dialer,
             kick: Kick::default(),
             low_latency,
+            spin_gate,
             read: ReadSide::default(),
             last_alone: Default::default(),
             closed: watch::channel(None).0,
@@ -271,7 +282,7 @@ impl Core {
 
     /// In low-latency mode, makes the reader spin: an answer is expected.
     pub(crate) fn kick(&self) {
-        if self.low_latency {
+        if self.low_latency && self.spin_gate.as_ref().is_none_or(SpinGate::open) {
             self.kick.kick();
         }
     }

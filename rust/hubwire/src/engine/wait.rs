@@ -61,9 +61,9 @@ impl WaitMode {
 }
 
 /// A count of calls in flight, shared by connections that spin only
-/// while a caller is alone ([`ConnectionOptions::spin_gate`]): at most
-/// one call in flight, and the [`ALONE_BEFORE_SPIN`] calls before it
-/// each started with none other in flight.
+/// while a caller is alone ([`ConnectionOptions::spin_gate`]): one call
+/// in flight, and each of the last [`ALONE_BEFORE_SPIN`] calls, that one
+/// included, started with none other in flight.
 ///
 /// A spin holds its runtime worker. One caller after another through a
 /// process that relays calls (the hub) gets each answer a wake-up sooner
@@ -102,19 +102,21 @@ impl SpinGate {
     pub fn busy(&self) -> Busy {
         let g = &self.0;
         if g.calls.fetch_add(1, Ordering::Relaxed) == 0 {
-            // Racy but harmless: a lost increment only delays a spin.
-            let a = g.alone.load(Ordering::Relaxed);
-            g.alone.store(a.saturating_add(1), Ordering::Relaxed);
+            // One update, so that a reset by a call starting beside this
+            // one is never lost.
+            let _ = g.alone.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |a| Some(a.saturating_add(1)));
         } else {
             g.alone.store(0, Ordering::Relaxed);
         }
         Busy(self.0.clone())
     }
 
-    /// Whether a spin may start: at most one call in flight, and the last
-    /// [`ALONE_BEFORE_SPIN`] calls each started alone.
+    /// Whether a spin may start: one call in flight (none: nobody waits
+    /// for an answer, so a health check's PING does not spin), and the
+    /// last [`ALONE_BEFORE_SPIN`] calls, that one included, each started
+    /// alone.
     pub fn open(&self) -> bool {
-        self.0.calls.load(Ordering::Relaxed) <= 1 && self.0.alone.load(Ordering::Relaxed) >= ALONE_BEFORE_SPIN
+        self.0.calls.load(Ordering::Relaxed) == 1 && self.0.alone.load(Ordering::Relaxed) >= ALONE_BEFORE_SPIN
     }
 }
 
@@ -160,6 +162,11 @@ impl Spinner {
     /// Whether this spinner ever spins.
     pub fn enabled(&self) -> bool {
         self.budget.is_some()
+    }
+
+    /// Whether a spin may start now: enabled, and the gate (if any) open.
+    pub fn may_spin(&self) -> bool {
+        self.budget.is_some() && self.gate.as_ref().is_none_or(SpinGate::open)
     }
 
     /// Calls `attempt` until it yields a value or the budget is spent.
@@ -273,7 +280,10 @@ mod tests {
         for _ in 0..ALONE_BEFORE_SPIN {
             drop(gate.busy());
         }
+        assert!(!gate.open(), "no call in flight: nobody to spin for");
+        let one = gate.busy();
         assert!(gate.open(), "callers one after another");
+        drop(one);
         let (a, b) = (gate.busy(), gate.busy());
         let mut calls = 0;
         for _ in 0..2 * FAILS_BEFORE_BACKOFF {
@@ -287,9 +297,10 @@ mod tests {
         assert_eq!((s.fails, s.skip), (0, 0), "a shut gate is not a failed spin");
         drop((a, b));
         assert!(!gate.open(), "alone now, but calls overlapped a moment ago");
-        for _ in 0..ALONE_BEFORE_SPIN {
+        for _ in 0..ALONE_BEFORE_SPIN - 1 {
             drop(gate.busy());
         }
+        let _one = gate.busy();
         assert!(gate.open());
         assert_eq!(s.spin(|| Some(7)), Some(7), "calls one after another: it spins");
     }
