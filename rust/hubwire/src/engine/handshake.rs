@@ -18,7 +18,7 @@ use super::options::ConnectionOptions;
 use super::reader::{self, READ_CHUNK};
 use super::state::Core;
 use super::upgrade;
-use super::wait::WaitMode;
+use super::wait::{Spinner, WaitMode};
 use super::writer::Writer;
 use crate::errors::Error;
 use crate::transport::DynTransport;
@@ -42,10 +42,8 @@ pub(crate) async fn open(transport: DynTransport, options: &ConnectionOptions, d
     let mut decoder = Decoder::new(options.max_frame);
     decoder.set_version(version as u8);
     decoder.set_direct(local.direct.is_some() && peer.direct.is_some());
-    // Kicks (an answer is expected: spin) only in low-latency mode, and
-    // only while the gate, if any, lets a spin start.
-    let low_latency = matches!(options.wait, WaitMode::LowLatency { .. }).then(|| options.spin_gate.clone());
-    let core = Arc::new(Core::new(transport, writer, local, peer, dialer, low_latency));
+    let low_latency = matches!(options.wait, WaitMode::LowLatency { .. });
+    let core = Arc::new(Core::new(transport, writer, local, peer, dialer, low_latency, options.spin_gate.clone()));
     if let Some(hook) = &options.handoff {
         let _ = core.direct.set(hook.clone());
     }
@@ -53,7 +51,7 @@ pub(crate) async fn open(transport: DynTransport, options: &ConnectionOptions, d
     tokio::spawn(reader::run(
         core.clone(),
         options.service.clone(),
-        (options.wait, options.spin_gate.clone()),
+        Spinner::new(options.wait, options.spin_gate.clone()),
         options.write_stall_timeout,
         buf,
         decoder,

@@ -24,7 +24,7 @@ use super::calls::{deliver, Event, OutSink, Served};
 use super::read_state::{ItemRun, ReadState, Stop};
 use super::serve::{self, Service};
 use super::state::Core;
-use super::wait::{SpinGate, Spinner, WaitMode};
+use super::wait::Spinner;
 use crate::codec::Payload;
 use crate::errors::Error;
 use crate::transport::Transport;
@@ -48,13 +48,13 @@ const GOAWAY_FLUSH: Duration = Duration::from_secs(1);
 pub(crate) async fn run(
     core: Arc<Core>,
     service: Option<Arc<dyn Service>>,
-    wait: (WaitMode, Option<SpinGate>),
+    spinner: Spinner,
     stall: Duration,
     buf: BytesMut,
     decoder: Decoder,
 ) {
     let t = core.transport.clone();
-    core.read.install(Some(ReadState::new(buf, decoder, Spinner::new(wait.0, wait.1))));
+    core.read.install(Some(ReadState::new(buf, decoder, spinner)));
     read_frames(&core, service, stall).await;
     core.read.install(None);
     t.release();

@@ -112,9 +112,9 @@ impl Core {
         local: Hello,
         peer: Hello,
         dialer: bool,
-        low_latency: Option<Option<SpinGate>>,
+        low_latency: bool,
+        spin_gate: Option<SpinGate>,
     ) -> Core {
-        let (low_latency, spin_gate) = (low_latency.is_some(), low_latency.flatten());
         let batch_items = transport.batches_items();
         Core {
             transport,

@@ -166,14 +166,18 @@ impl Spinner {
 
     /// Whether a spin may start now: enabled, and the gate (if any) open.
     pub fn may_spin(&self) -> bool {
-        self.budget.is_some() && self.gate.as_ref().is_none_or(SpinGate::open)
+        self.budget.is_some() && self.gate_open()
+    }
+
+    fn gate_open(&self) -> bool {
+        self.gate.as_ref().is_none_or(SpinGate::open)
     }
 
     /// Calls `attempt` until it yields a value or the budget is spent.
     /// `None` means: block now.
     pub fn spin<T>(&mut self, mut attempt: impl FnMut() -> Option<T>) -> Option<T> {
         let budget = self.budget?;
-        if self.gate.as_ref().is_some_and(|g| !g.open()) {
+        if !self.gate_open() {
             return None;
         }
         if self.skip > 0 {
