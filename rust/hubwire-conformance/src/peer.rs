@@ -49,6 +49,9 @@ pub struct Peer {
     buf: BytesMut,
     decoder: Decoder,
     eof: bool,
+    /// The read error that ended the connection, if it was not a clean
+    /// end of stream (a NATS link that broke on silence, a reset).
+    read_error: Option<String>,
     /// A send gave up because the testee stopped reading for [`SEND_STALL`].
     stalled: std::sync::atomic::AtomicBool,
 }
@@ -76,6 +79,7 @@ impl Peer {
             buf: BytesMut::with_capacity(64 * 1024),
             decoder: Decoder::new(u32::MAX),
             eof: false,
+            read_error: None,
             stalled: Default::default(),
         }
     }
@@ -196,6 +200,16 @@ impl Peer {
         self.t.shutdown();
     }
 
+    /// How the connection ended, for a report: empty for a clean end of
+    /// stream, else the read error (a broken NATS link says which side
+    /// fell silent).
+    pub fn closed_how(&self) -> String {
+        match &self.read_error {
+            None => String::new(),
+            Some(e) => format!(" (the read failed: {e})"),
+        }
+    }
+
     /// The next frame, waiting up to `wait`.
     pub async fn read(&mut self, wait: Duration) -> Result<Read, String> {
         let deadline = tokio::time::Instant::now() + wait;
@@ -220,8 +234,12 @@ impl Peer {
                 Err(_) => return Ok(Read::Timeout),
                 Ok(Ok(0)) => self.eof = true,
                 Ok(Ok(_)) => {}
-                // A reset after the testee closed counts as closed.
-                Ok(Err(_)) => self.eof = true,
+                // A reset after the testee closed counts as closed; what
+                // it said is kept for the report (`closed_how`).
+                Ok(Err(e)) => {
+                    self.eof = true;
+                    self.read_error = Some(e.to_string());
+                }
             }
         }
     }

@@ -269,7 +269,7 @@ impl Run<'_> {
                     let left = deadline.saturating_duration_since(tokio::time::Instant::now());
                     match self.peer.read(left).await? {
                         Read::Timeout => return Ok(()),
-                        Read::Closed => return Err("the testee closed the connection".into()),
+                        Read::Closed => return Err(format!("the testee closed the connection{}", self.peer.closed_how())),
                         Read::Frame(f) if self.ignored(&f, None).await? => continue,
                         Read::Frame(f) => return Err(format!("expected no frame for {ms} ms, got {}", pattern::show(&f))),
                     }
@@ -375,7 +375,13 @@ impl Run<'_> {
         loop {
             match self.peer.read(self.wait).await? {
                 Read::Timeout => return Err(format!("no frame matching {} within {:?}", Value::Object(m.clone()), self.wait)),
-                Read::Closed => return Err(format!("the testee closed the connection; expected {}", Value::Object(m.clone()))),
+                Read::Closed => {
+                    return Err(format!(
+                        "the testee closed the connection{}; expected {}",
+                        self.peer.closed_how(),
+                        Value::Object(m.clone())
+                    ))
+                }
                 Read::Frame(f) => {
                     if self.ignored(&f, wanted).await? {
                         continue;
@@ -399,7 +405,10 @@ impl Run<'_> {
                 Read::Timeout => {
                     return Err(format!("{} expected frames did not arrive, e.g. {}", left.len(), Value::Object(left[0].clone())))
                 }
-                Read::Closed => return Err(format!("the testee closed the connection with {} expected frames to come", left.len())),
+                Read::Closed => {
+                    let how = self.peer.closed_how();
+                    return Err(format!("the testee closed the connection{how} with {} expected frames to come", left.len()));
+                }
                 Read::Frame(f) => f,
             };
             if self.ignored(&f, left[0].get("type").and_then(Value::as_str)).await? {

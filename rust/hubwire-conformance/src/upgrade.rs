@@ -163,7 +163,7 @@ async fn next(peer: &mut Peer, wait: Duration) -> Result<Frame, String> {
         match peer.read(wait).await? {
             Read::Frame(Frame::Credit { .. }) => continue,
             Read::Frame(f) => return Ok(f),
-            Read::Closed => return Err("the testee closed the connection".into()),
+            Read::Closed => return Err(format!("the testee closed the connection{}", peer.closed_how())),
             Read::Timeout => return Err(format!("nothing from the testee within {wait:?}")),
         }
     }
