@@ -5,7 +5,8 @@
 //! | module | what |
 //! |---|---|
 //! | [`auth`] | the token (file, environment, bearer header) and who is trusted with private status |
-//! | [`config`] | `hubwire.toml`: listeners and providers, errors with file and line |
+//! | [`config`] | `hubwire.toml`: `[hub]` (listeners, limits, access), errors with file and line |
+//! | [`provider_config`] | `[[provider]]`: how each provider is reached, its pool's bounds |
 //! | [`nats_connect`] | connecting to the cluster: credentials, TLS, reconnection |
 //! | [`discovery`] | who offers what in the cluster: `$SRV.INFO`/`$SRV.STATS` gathered for a short deadline |
 //! | [`nats_link`] | links over NATS: the dialer behind `remote`, offering the local methods, counting what links serve |
@@ -59,6 +60,7 @@ pub mod nats_link;
 pub mod own_schemas;
 pub mod process;
 pub mod prometheus;
+pub mod provider_config;
 pub mod provider_env;
 pub mod queue;
 pub mod registry;
