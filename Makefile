@@ -108,9 +108,10 @@ bench: check-cargo ## Run every benchmark: the suite of bench/ (see mk/bench.mk)
 fmt: check-cargo ## Format all Rust code in place
 	cd $(RUST_DIR) && $(CARGO) fmt --all
 
-lint: check-cargo test-imports ## Check formatting, run clippy over the workspace, and check the import graphs for circles
+lint: check-cargo test-imports ## Check formatting, run clippy and rustdoc (no broken doc links) over the workspace, and check the import graphs for circles
 	cd $(RUST_DIR) && $(CARGO) fmt --all --check
 	cd $(RUST_DIR) && $(CARGO) clippy --workspace --all-targets $(LOCKED)
+	cd $(RUST_DIR) && RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps $(LOCKED)
 
 test-imports: ## Check that the runtime, the TS SDK and the bench import nothing in a circle (scripts/imports.py)
 	python3 scripts/imports.py --check

@@ -11,7 +11,7 @@
 //!   WebSocket and HTTP only when a token is configured (every connection
 //!   that got through has then proved it holds it). A listener that
 //!   authenticates connections another way (a client certificate) picks
-//!   trusted options per connection with [`crate::hub::Serving::options`].
+//!   per connection whether it is trusted (the hub's `Clients::serve`).
 
 use std::path::Path;
 

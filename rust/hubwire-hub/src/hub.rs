@@ -17,7 +17,7 @@
 //! hub (they are also tied to it with `PR_SET_PDEATHSIG`, for the case
 //! where the hub itself is killed).
 //!
-//! Client connections come in through [`Door`]: admitted under the
+//! Client connections come in through `Door`: admitted under the
 //! connection limits (`admit`) and, on the Unix socket, `allow_uids`
 //! (`unix_socket`), else refused with GOAWAY at once; a connection must
 //! finish its HELLO within `handshake_timeout` and is closed after

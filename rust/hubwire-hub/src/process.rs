@@ -10,7 +10,7 @@
 //!
 //! Reaping: tokio waits for each provider it spawned by pid, so the hub
 //! must never `waitpid(-1)` (it would steal a provider's exit status).
-//! [`Reaper`] instead reaps, by pid, only zombies whose parent is the hub
+//! [`reaper`] instead reaps, by pid, only zombies whose parent is the hub
 //! and that are not providers: the providers' pids are registered under
 //! the same lock the reaper scans under, from before they can exit.
 
@@ -93,7 +93,7 @@ pub fn reap_orphans() -> usize {
 const REAP_EVERY: Duration = Duration::from_secs(10);
 
 /// Reaps orphans whenever a child changes state (SIGCHLD), and every
-/// [`REAP_EVERY`], until the task is dropped.
+/// `REAP_EVERY` (10 s), until the task is dropped.
 pub async fn reaper() {
     let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()).ok();
     loop {

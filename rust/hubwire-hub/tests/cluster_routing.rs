@@ -5,7 +5,9 @@
 //! `unknown_method` at once; calls spread over a pool's links; a killed
 //! replica fails only its own calls in flight (`unavailable`) while new
 //! calls go to another, and its link is replaced; a method nobody offers
-//! any more fails, and is asked for again on the next call. No timing is
+//! any more fails, and is asked for again on the next call; the hub's
+//! count of routed calls (its spin gate) returns to zero however a call
+//! ends. No timing is
 //! asserted: every wait has a generous outer deadline.
 
 use std::io;
@@ -14,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hubwire::transport::{memory, DynTransport};
-use hubwire::{Code, Connection, ConnectionOptions, Error, Provider};
+use hubwire::{CallOptions, Code, Connection, ConnectionOptions, Error, Provider};
 use hubwire_hub::config::HubLimits;
 use hubwire_hub::queue::ClientQueue;
 use hubwire_hub::registry::{Phase, Registry};
@@ -220,4 +222,41 @@ async fn a_method_nobody_offers_any_more_fails_then_is_asked_for_again() {
         }
     }
     assert!(reg.cluster.get().unwrap().pools().is_empty(), "the pool was dropped");
+}
+
+/// The hub counts each routed call from `dispatch`'s start (the spin gate
+/// of `[hub] wait = "adaptive"`): the count must come back to zero however
+/// a call ends, or the gate would stay shut (or open) for good.
+#[tokio::test]
+async fn the_count_of_routed_calls_returns_to_zero_however_a_call_ends() {
+    let cluster = MemoryCluster::new(&["r1"]);
+    let (reg, client) = hub(&cluster).await;
+    let idle = || reg.routed.in_flight() == 0;
+    // Answered.
+    assert_eq!(who(&client).await.unwrap(), "r1");
+    until("an answered call leaves the count", idle).await;
+    // Refused before any slot: unknown method, wrong kind.
+    let e = tokio::time::timeout(STEP, client.call::<_, ()>("nope", &())).await.unwrap().unwrap_err();
+    assert_eq!(e.code(), Code::UnknownMethod, "{e}");
+    until("a refusal leaves the count", idle).await;
+    let wrong_kind = async {
+        let mut items = client.server_stream::<_, String>("who", &(), &CallOptions::default()).await?;
+        items.next().await
+    };
+    let e = tokio::time::timeout(STEP, wrong_kind).await.unwrap().expect_err("who is unary");
+    assert_eq!(e.code(), Code::InvalidArgument, "{e}");
+    until("a call of the wrong kind leaves the count", idle).await;
+    // Cancelled by its caller while the provider holds it.
+    let held = client.call::<_, ()>("hold", &());
+    let cancelled = tokio::time::timeout(Duration::from_millis(300), held).await;
+    assert!(cancelled.is_err(), "hold answered before it was cancelled");
+    until("a cancelled call leaves the count", idle).await;
+    // Failed by its replica's death.
+    let c = client.clone();
+    let held = tokio::spawn(async move { c.call::<_, ()>("hold", &()).await });
+    until("a held call is counted", || reg.routed.in_flight() == 1).await;
+    cluster.kill("r1");
+    let e = tokio::time::timeout(STEP, held).await.unwrap().unwrap().unwrap_err();
+    assert_eq!(e.code(), Code::Unavailable, "{e}");
+    until("a call failed by a dead replica leaves the count", idle).await;
 }

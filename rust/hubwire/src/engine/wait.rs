@@ -111,6 +111,11 @@ impl SpinGate {
         Busy(self.0.clone())
     }
 
+    /// Calls in flight: counted by a [`Busy`] not yet dropped.
+    pub fn in_flight(&self) -> usize {
+        self.0.calls.load(Ordering::Relaxed)
+    }
+
     /// Whether a spin may start: one call in flight (none: nobody waits
     /// for an answer, so a health check's PING does not spin), and the
     /// last [`ALONE_BEFORE_SPIN`] calls, that one included, each started

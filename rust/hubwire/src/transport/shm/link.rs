@@ -63,7 +63,7 @@ fn eventfd() -> io::Result<OwnedFd> {
 
 /// Checks a descriptor the peer handed over as one of a segment's
 /// eventfds (§11.4.1): an eventfd (where `/proc` says), non-blocking, so
-/// that [`signal`] never blocks the thread that writes it.
+/// that `signal` (a write of 1) never blocks the thread that writes it.
 pub fn check_eventfd(fd: BorrowedFd<'_>) -> Result<(), String> {
     // SAFETY: F_GETFL reads the descriptor's flags; no memory is passed.
     let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
