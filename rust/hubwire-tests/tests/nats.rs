@@ -1,8 +1,9 @@
 //! hubwire over NATS (`spec/PROTOCOL.md` §13) beyond the behaviour suite,
 //! against a real `nats-server`: nobody offering a method, a replica killed
 //! with SIGKILL mid-call and the failover to another, a lost message, a
-//! silent peer, a flood a reader does not read, `$SRV` discovery, and a
-//! stream's items sharing DATA messages of at most 16 KiB.
+//! silent peer, a replica stopped a while that does not take its own
+//! stall for its peer's silence, a flood a reader does not read, `$SRV`
+//! discovery, and a stream's items sharing DATA messages of at most 16 KiB.
 //! Outcomes only: the time bounds live in the bench and hardening suites.
 //! Some cases play the other side by hand with a plain NATS client.
 
@@ -321,6 +322,88 @@ async fn a_streams_burst_of_items_shares_data_messages_of_at_most_16_kib() {
         let echo = data_messages(&mut seen).await;
         assert!(echo.iter().all(|&len| len <= wire::HEADER_LEN + 16 * 1024), "{echo:?}");
         assert!(echo.iter().filter(|&&len| len == wire::HEADER_LEN + 16 * 1024).count() >= 12, "{echo:?}");
+    })
+    .await;
+}
+
+/// A hand-played dialer's sending side: one sequence for every message.
+struct FakeTx {
+    client: async_nats::Client,
+    to: String,
+    seq: std::sync::Mutex<u32>,
+}
+
+impl FakeTx {
+    async fn send(&self, kind: MsgKind, data: &[u8]) {
+        let msg = {
+            let mut seq = self.seq.lock().unwrap();
+            *seq += 1;
+            wire::encode(kind, *seq - 1, data)
+        };
+        self.client.publish(self.to.clone(), msg).await.unwrap();
+    }
+}
+
+/// §13.5: a side whose own process was stalled does not count the stall as
+/// its peer's silence. The replica is stopped (SIGSTOP) for well over the
+/// 600 ms silence limit while the hand-played dialer goes on sending
+/// HEARTBEATs, which wait unread for it; once continued, its link must
+/// still work (a PING is answered) and it must not have sent CLOSE.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_stopped_for_a_while_does_not_take_its_stall_for_the_peers_silence() {
+    use hubwire_frame::{Decoder, Frame, Hello, PeerInfo};
+    let server = NatsServer::start();
+    bounded(async {
+        let (replica, id) = spawn_replica(&server.url()).await;
+        let pid = replica.id().unwrap().to_string();
+        let client = async_nats::connect(server.url()).await.unwrap();
+        let inbox = client.new_inbox();
+        let mut from_replica = client.subscribe(inbox.clone()).await.unwrap();
+        let request = serde_json::json!({"hubwire": 1, "link": inbox, "peer": "fake-dialer"});
+        let subject = Target::Replica(id).subject(wire::DEFAULT_PREFIX);
+        let reply = client.request(subject, serde_json::to_vec(&request).unwrap().into()).await.unwrap();
+        let reply: wire::ConnectReply = serde_json::from_slice(&reply.payload).unwrap();
+        let tx = std::sync::Arc::new(FakeTx { client: client.clone(), to: reply.link.expect("a link subject"), seq: Default::default() });
+        let hello = Hello::new(PeerInfo { name: "fake-dialer".into(), lang: "test".into(), version: "0".into() });
+        tx.send(MsgKind::Data, &Frame::Hello(Box::new(hello)).to_bytes()).await;
+        // HEARTBEATs every 100 ms from here on, whatever the replica does.
+        let beats = {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    tx.send(MsgKind::Heartbeat, &[]).await;
+                }
+            })
+        };
+        // Reads the replica's messages until a frame comes; a CLOSE fails.
+        let decoder = Decoder::new(u32::MAX);
+        let mut buf = BytesMut::new();
+        let mut next_frame = async || loop {
+            if let Some(f) = decoder.decode(&mut buf).unwrap() {
+                return f;
+            }
+            let msg = from_replica.next().await.unwrap();
+            let (kind, _, data) = wire::decode(&msg.payload).unwrap();
+            assert_ne!(kind, MsgKind::Close, "the replica broke the link");
+            buf.extend_from_slice(&data);
+        };
+        assert!(matches!(next_frame().await, Frame::Hello(_)));
+        let signal = |sig: &str| assert!(std::process::Command::new("kill").args([sig, &pid]).status().unwrap().success());
+        signal("-STOP");
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        signal("-CONT");
+        // Time for its ticker to look at the link again, several times.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        tx.send(MsgKind::Data, &Frame::Ping { data: *b"stalled!" }.to_bytes()).await;
+        loop {
+            match next_frame().await {
+                Frame::Pong { data } => break assert_eq!(&data, b"stalled!"),
+                Frame::Ping { .. } => continue,
+                other => panic!("expected PONG, got {other:?}"),
+            }
+        }
+        beats.abort();
     })
     .await;
 }

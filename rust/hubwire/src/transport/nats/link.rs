@@ -366,6 +366,10 @@ impl ticker::Watched for LinkShared {
         }
     }
 
+    fn forgive(&self, ms: u64, now: u64) {
+        let _ = self.last_recv.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| Some(ticker::forgiven(t, ms, now)));
+    }
+
     fn is_live(&self) -> bool {
         !self.tx.lock().unwrap().closed
     }
