@@ -83,12 +83,24 @@ fn main() {
         return;
     }
     raise_nofile();
-    let scratch = std::env::temp_dir().join(format!("hwhard-{}", std::process::id()));
-    let _ = std::fs::create_dir_all(&scratch);
+    let scratch = Scratch(std::env::temp_dir().join(format!("hwhard-{}", std::process::id())));
+    let _ = std::fs::create_dir_all(&scratch.0);
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-    let failed = rt.block_on(run(&args, &scratch));
-    let _ = std::fs::remove_dir_all(&scratch);
+    let failed = rt.block_on(run(&args, &scratch.0));
+    // `exit` runs no destructor.
+    drop(scratch);
     std::process::exit(if failed == 0 { 0 } else { 1 });
+}
+
+/// The run's scratch directory, removed when dropped: at the end, and
+/// also when a case panics on the main thread (the panic unwinds
+/// through `main`).
+struct Scratch(std::path::PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Runs the selected cases; returns how many failed.
