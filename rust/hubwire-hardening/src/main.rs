@@ -83,9 +83,11 @@ fn main() {
         return;
     }
     raise_nofile();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    // Made after the runtime, so dropped before it in a panic's unwinding
+    // (the runtime's drop may wait for blocking tasks).
     let scratch = Scratch(std::env::temp_dir().join(format!("hwhard-{}", std::process::id())));
     let _ = std::fs::create_dir_all(&scratch.0);
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     let failed = rt.block_on(run(&args, &scratch.0));
     // `exit` runs no destructor.
     drop(scratch);

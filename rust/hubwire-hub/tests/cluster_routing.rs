@@ -254,7 +254,11 @@ async fn the_count_of_routed_calls_returns_to_zero_however_a_call_ends() {
     // Failed by its replica's death.
     let c = client.clone();
     let held = tokio::spawn(async move { c.call::<_, ()>("hold", &()).await });
-    until("a held call is counted", || reg.routed.in_flight() == 1).await;
+    // On its link, not just counted: a call killed before it was sent
+    // fails `unavailable` too, and would prove less.
+    let on_link = || links(&reg, "hold").iter().map(|r| r.in_flight.load(Ordering::Relaxed)).sum::<usize>() == 1;
+    until("a held call is on its link", on_link).await;
+    assert_eq!(reg.routed.in_flight(), 1, "a held call is counted");
     cluster.kill("r1");
     let e = tokio::time::timeout(STEP, held).await.unwrap().unwrap().unwrap_err();
     assert_eq!(e.code(), Code::Unavailable, "{e}");

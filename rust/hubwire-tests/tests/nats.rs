@@ -326,21 +326,20 @@ async fn a_streams_burst_of_items_shares_data_messages_of_at_most_16_kib() {
     .await;
 }
 
-/// A hand-played dialer's sending side: one sequence for every message.
+/// A hand-played dialer's sending side: one sequence for every message,
+/// published in its order (the lock is held across the publish, or two
+/// senders could publish out of order: a gap that breaks the link).
 struct FakeTx {
     client: async_nats::Client,
     to: String,
-    seq: std::sync::Mutex<u32>,
+    seq: tokio::sync::Mutex<u32>,
 }
 
 impl FakeTx {
     async fn send(&self, kind: MsgKind, data: &[u8]) {
-        let msg = {
-            let mut seq = self.seq.lock().unwrap();
-            *seq += 1;
-            wire::encode(kind, *seq - 1, data)
-        };
-        self.client.publish(self.to.clone(), msg).await.unwrap();
+        let mut seq = self.seq.lock().await;
+        self.client.publish(self.to.clone(), wire::encode(kind, *seq, data)).await.unwrap();
+        *seq += 1;
     }
 }
 
@@ -355,7 +354,7 @@ async fn a_replica_stopped_for_a_while_does_not_take_its_stall_for_the_peers_sil
     let server = NatsServer::start();
     bounded(async {
         let (replica, id) = spawn_replica(&server.url()).await;
-        let pid = replica.id().unwrap().to_string();
+        let pid = replica.id().unwrap() as libc::pid_t;
         let client = async_nats::connect(server.url()).await.unwrap();
         let inbox = client.new_inbox();
         let mut from_replica = client.subscribe(inbox.clone()).await.unwrap();
@@ -389,10 +388,11 @@ async fn a_replica_stopped_for_a_while_does_not_take_its_stall_for_the_peers_sil
             buf.extend_from_slice(&data);
         };
         assert!(matches!(next_frame().await, Frame::Hello(_)));
-        let signal = |sig: &str| assert!(std::process::Command::new("kill").args([sig, &pid]).status().unwrap().success());
-        signal("-STOP");
+        // SAFETY: kill(2) with a pid we spawned and still own (not reaped).
+        let signal = |sig| assert_eq!(unsafe { libc::kill(pid, sig) }, 0, "kill {sig}");
+        signal(libc::SIGSTOP);
         tokio::time::sleep(Duration::from_millis(1500)).await;
-        signal("-CONT");
+        signal(libc::SIGCONT);
         // Time for its ticker to look at the link again, several times.
         tokio::time::sleep(Duration::from_millis(500)).await;
         tx.send(MsgKind::Data, &Frame::Ping { data: *b"stalled!" }.to_bytes()).await;

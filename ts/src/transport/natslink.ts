@@ -287,7 +287,9 @@ export class NatsLink implements Transport {
   /** @internal Heartbeat and silence, checked by the link set's timer (`stalled`: ms the event loop was blocked since the last tick). */
   tick(t: number, stalled: number): void {
     if (this.released || this.out === null) return;
-    this.lastHeard += stalled;
+    // Never past now: a message read after the last tick, before the
+    // stall, must not delay noticing a real death later.
+    this.lastHeard = Math.min(t, this.lastHeard + stalled);
     if (t - this.lastHeard >= SILENCE_MS) return this.broken(`nats link: peer silent for ${SILENCE_MS} ms`);
     if (t - this.lastSent >= HEARTBEAT_MS - TICK_MS) this.publish(encodeLinkMessage("heartbeat", this.sendSeq));
   }

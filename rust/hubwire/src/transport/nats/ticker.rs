@@ -20,7 +20,9 @@ pub const HEARTBEAT_MS: u64 = 200;
 pub const DEAD_AFTER_MS: u64 = 600;
 /// How often the thread looks: heartbeats go out at most
 /// `HEARTBEAT_MS + TICK_MS` (250 ms) apart, silence is noticed within
-/// `DEAD_AFTER_MS + TICK_MS` (650 ms).
+/// `DEAD_AFTER_MS + TICK_MS` (650 ms) while the thread runs on time (if
+/// its ticks come late, after at most six of them: each counts at least
+/// `STALL_AFTER_MS` of silence).
 pub const TICK_MS: u64 = 50;
 /// The gap between two ticks beyond which the rest is this process's own
 /// stall (the whole of it descheduled, stopped, or its machine paused):
