@@ -14,7 +14,6 @@ use crate::pattern::{self, Vars};
 use crate::peer::{Peer, Read};
 use crate::testee::{Running, Testee};
 
-/// A temporary directory, removed on drop.
 /// The URL of the run's `nats-server`, when the `nats` transport runs.
 pub static NATS_URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
@@ -24,10 +23,35 @@ fn nats_prefix() -> String {
     format!("conf{}x{}", std::process::id(), N.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
 }
 
-/// A `nats://host:port/<prefix>` address for a new case, and a client.
+/// The runtime the runner's NATS clients and listeners run on: a thread
+/// of its own. A case that keeps the main runtime's workers busy (a
+/// 16 MiB payload checked in a debug build) would otherwise hold back
+/// the other cases' HEARTBEATs and the reading of their messages off the
+/// socket, and a peer that hears nothing on a link for 600 ms breaks it
+/// (spec §13.5): a failure of a case that did nothing wrong.
+fn nats_runtime() -> &'static tokio::runtime::Handle {
+    static RT: std::sync::OnceLock<tokio::runtime::Handle> = std::sync::OnceLock::new();
+    RT.get_or_init(|| {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("the NATS runtime");
+        let handle = rt.handle().clone();
+        std::thread::Builder::new()
+            .name("conformance-nats".into())
+            .spawn(move || rt.block_on(std::future::pending::<()>()))
+            .expect("the NATS runtime's thread");
+        handle
+    })
+}
+
+/// Runs `f` on [`nats_runtime`], where whatever it spawns stays.
+async fn on_nats_runtime<T: Send + 'static>(f: impl std::future::Future<Output = T> + Send + 'static) -> Result<T, String> {
+    nats_runtime().spawn(f).await.map_err(|e| format!("the NATS runtime: {e}"))
+}
+
+/// A `nats://host:port/<prefix>` address for a new case, and a client
+/// (its connection served on [`nats_runtime`]).
 async fn nats_case() -> Result<(String, async_nats::Client), String> {
     let url = NATS_URL.get().ok_or("no nats-server in this run")?;
-    let client = hubwire::nats::connect(url).await.map_err(|e| e.to_string())?;
+    let client = on_nats_runtime(hubwire::nats::connect(url)).await?.map_err(|e| e.to_string())?;
     Ok((format!("{url}/{}", nats_prefix()), client))
 }
 
@@ -133,7 +157,7 @@ async fn connect(
             let (_, prefix) = hubwire_testee::nats_address(&address)?;
             let offer =
                 hubwire::nats::Offer { prefix: prefix.into(), ..hubwire::nats::Offer::new(hubwire_testee::NATS_RUNNER, Vec::new()) };
-            let l = hubwire::nats::NatsListener::bind(client, offer).await.map_err(|e| e.to_string())?;
+            let l = on_nats_runtime(hubwire::nats::NatsListener::bind(client, offer)).await?.map_err(|e| e.to_string())?;
             r.send(&command(case, json!({"op": "connect", "transport": "nats", "address": address}))).await?;
             Ok((Peer::new(transport::accept(&l).await.map_err(io)?), None))
         }
