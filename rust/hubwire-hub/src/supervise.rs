@@ -246,15 +246,18 @@ async fn link(reg: &Registry, p: &ProviderState, r: &Replica, target: &Target) -
     let Some(cluster) = reg.cluster.get() else {
         return Err(Ended::Died { why: "not connected to the NATS cluster ([nats])".into(), ready: false });
     };
-    // The replicas the pool's other links reach: a new link should reach
-    // another, so that calls spread and one death fails fewer.
+    // The replicas the pool's other links reach (or last reached): a new
+    // link should reach another, so that calls spread and one death fails
+    // fewer. The link the pool's first call opened counts while it waits
+    // to be adopted: the pool's supervisors start together, and one that
+    // dials before the first has taken it would otherwise avoid nothing.
     let taken: Vec<String> = p
         .replicas
         .iter()
         .filter(|o| o.index != r.index)
         .filter_map(|o| {
-            let st = o.state.lock().unwrap();
-            st.peer.clone().filter(|_| st.phase == Phase::Ready)
+            let adopted = o.adopt.lock().unwrap().as_ref().map(|(_, at)| at.clone());
+            adopted.or_else(|| o.state.lock().unwrap().peer.clone())
         })
         .collect();
     let why = tokio::select! {

@@ -39,6 +39,9 @@ struct Replica {
 struct MemoryCluster {
     replicas: Vec<Arc<Replica>>,
     next: AtomicUsize,
+    /// Times in a row each replica is picked (1: round robin), as a
+    /// queue group may pick the same member twice.
+    repeat: usize,
     opened: AtomicUsize,
 }
 
@@ -48,7 +51,7 @@ impl MemoryCluster {
             .iter()
             .map(|n| Arc::new(Replica { name: n.to_string(), alive: AtomicBool::new(true), links: Mutex::default() }))
             .collect();
-        Arc::new(MemoryCluster { replicas, next: AtomicUsize::new(0), opened: AtomicUsize::new(0) })
+        Arc::new(MemoryCluster { replicas, next: AtomicUsize::new(0), repeat: 1, opened: AtomicUsize::new(0) })
     }
 
     /// As kill -9: no new links, and every link it served ends now.
@@ -83,7 +86,7 @@ impl LinkDialer for MemoryCluster {
             if !offered || alive.is_empty() {
                 return Err(io::Error::new(io::ErrorKind::NotFound, format!("no responders for {}", target.describe())));
             }
-            let r = alive[self.next.fetch_add(1, Ordering::Relaxed) % alive.len()].clone();
+            let r = alive[self.next.fetch_add(1, Ordering::Relaxed) / self.repeat % alive.len()].clone();
             let (ours, theirs) = memory::pair();
             let opts = ConnectionOptions::new(r.name.clone()).service(provider(&r.name));
             self.opened.fetch_add(1, Ordering::Relaxed);
@@ -263,4 +266,22 @@ async fn the_count_of_routed_calls_returns_to_zero_however_a_call_ends() {
     let e = tokio::time::timeout(STEP, held).await.unwrap().unwrap().unwrap_err();
     assert_eq!(e.code(), Code::Unavailable, "{e}");
     until("a call failed by a dead replica leaves the count", idle).await;
+}
+
+/// The pool's second link avoids the replica its first reached, even when
+/// the cluster picks that replica again and the second link's supervisor
+/// dials before the first link has been adopted (the supervisors start
+/// together, on several workers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pools_links_reach_different_replicas_when_they_can() {
+    for round in 0..20 {
+        let mut cluster = MemoryCluster::new(&["s1", "s2"]);
+        Arc::get_mut(&mut cluster).unwrap().repeat = 2;
+        let (reg, client) = hub(&cluster).await;
+        assert!(who(&client).await.is_ok());
+        until("both links ready", || ready_links(&reg, "who") == 2).await;
+        let mut peers: Vec<String> = links(&reg, "who").iter().map(|r| r.state.lock().unwrap().peer.clone().unwrap()).collect();
+        peers.sort();
+        assert_eq!(peers, ["s1", "s2"], "round {round}: both links on one replica");
+    }
 }
