@@ -47,11 +47,16 @@ struct MemoryCluster {
 
 impl MemoryCluster {
     fn new(names: &[&str]) -> Arc<MemoryCluster> {
+        MemoryCluster::picking(names, 1)
+    }
+
+    /// A cluster that picks each replica `repeat` times in a row.
+    fn picking(names: &[&str], repeat: usize) -> Arc<MemoryCluster> {
         let replicas = names
             .iter()
             .map(|n| Arc::new(Replica { name: n.to_string(), alive: AtomicBool::new(true), links: Mutex::default() }))
             .collect();
-        Arc::new(MemoryCluster { replicas, next: AtomicUsize::new(0), repeat: 1, opened: AtomicUsize::new(0) })
+        Arc::new(MemoryCluster { replicas, next: AtomicUsize::new(0), repeat, opened: AtomicUsize::new(0) })
     }
 
     /// As kill -9: no new links, and every link it served ends now.
@@ -275,8 +280,7 @@ async fn the_count_of_routed_calls_returns_to_zero_however_a_call_ends() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pools_links_reach_different_replicas_when_they_can() {
     for round in 0..20 {
-        let mut cluster = MemoryCluster::new(&["s1", "s2"]);
-        Arc::get_mut(&mut cluster).unwrap().repeat = 2;
+        let cluster = MemoryCluster::picking(&["s1", "s2"], 2);
         let (reg, client) = hub(&cluster).await;
         assert!(who(&client).await.is_ok());
         until("both links ready", || ready_links(&reg, "who") == 2).await;
