@@ -98,6 +98,13 @@ impl<T: Message> ItemStream<T> {
         }
     }
 
+    /// Whether the next item (or the end) is in hand already, so that
+    /// `next` will not wait: a relay sends what it took with "more to
+    /// come" ([`ItemSink::send_then`]) while this holds.
+    pub(crate) fn has_more(&self) -> bool {
+        !self.done && self.items.has_more()
+    }
+
     /// Reads the rest of the stream into a vector.
     pub async fn collect(mut self) -> Result<Vec<T>, Error> {
         let mut v = Vec::new();
@@ -135,12 +142,21 @@ impl<T: Message> ItemSink<T> {
 
     /// Sends one item, waiting for credit if the receiver is behind.
     pub async fn send(&self, item: &T) -> Result<(), Error> {
-        let codec = item.codec_of().unwrap_or(self.codec);
-        let bytes = item.encode(codec).map_err(|e| Error::new(self.encode_code(), format!("cannot encode item: {e}")))?;
-        self.send_bytes(codec, bytes).await
+        self.send_then(item, false).await
     }
 
-    async fn send_bytes(&self, codec: Codec, bytes: Bytes) -> Result<(), Error> {
+    /// [`ItemSink::send`], told whether the caller has another item in
+    /// hand to send right after this one (`more`): the write is then left
+    /// to the connection's background flusher, so that a run leaves in one
+    /// write. A relay knows this where the connection cannot: the items
+    /// it passes on wait on another connection (`relay.rs`).
+    pub(crate) async fn send_then(&self, item: &T, more: bool) -> Result<(), Error> {
+        let codec = item.codec_of().unwrap_or(self.codec);
+        let bytes = item.encode(codec).map_err(|e| Error::new(self.encode_code(), format!("cannot encode item: {e}")))?;
+        self.send_bytes(codec, bytes, more).await
+    }
+
+    async fn send_bytes(&self, codec: Codec, bytes: Bytes, more: bool) -> Result<(), Error> {
         if let Err(e) = self.core.check_size(bytes.len(), "item") {
             if self.guard.is_some() {
                 self.core.cancel_out(self.id, Error::cancelled("the call was cancelled"));
@@ -156,7 +172,7 @@ impl<T: Message> ItemSink<T> {
         match self.credit.try_acquire() {
             Ok(p) if !self.core.writer.over_cap() => {
                 p.forget();
-                return self.core.send_item(self.id, codec, &bytes);
+                return self.core.send_item(self.id, codec, &bytes, more);
             }
             Ok(p) => p.forget(),
             Err(TryAcquireError::Closed) => return Err(ended()),
@@ -165,7 +181,7 @@ impl<T: Message> ItemSink<T> {
         if self.core.writer.over_cap() {
             Box::pin(self.core.writer.ready()).await;
         }
-        self.core.send_item(self.id, codec, &bytes)
+        self.core.send_item(self.id, codec, &bytes, more)
     }
 
     /// Waits for one credit (and takes it), within the call's deadline.

@@ -45,6 +45,11 @@ impl StreamIn {
         (tx, StreamIn { rx, window: RecvWindow::new(window), backlog })
     }
 
+    /// Whether the next event is in hand already ([`Inbox::has_more`]).
+    pub(crate) fn has_more(&self) -> bool {
+        self.rx.has_more()
+    }
+
     /// The next event of the stream, uncounting an item from the backlog.
     pub(crate) async fn recv(&mut self) -> Option<Event> {
         let e = self.rx.recv().await;

@@ -112,6 +112,13 @@ impl<T> Inbox<T> {
         Poll::Pending
     }
 
+    /// Whether an event is in hand already: the next `recv` will not
+    /// wait. It looks at the run taken from the queue only, without the
+    /// lock, so `false` may still find one there.
+    pub(crate) fn has_more(&self) -> bool {
+        !self.mine.is_empty()
+    }
+
     /// Refuses further sends and returns every event not yet taken.
     pub(crate) fn close(&mut self) -> impl Iterator<Item = T> {
         let rest = {

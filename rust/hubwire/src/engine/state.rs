@@ -199,13 +199,15 @@ impl Core {
     /// stream), the write is left to the background flusher so that a
     /// burst leaves in one `sendmsg`; the item that empties the backlog
     /// writes at once and takes the queued ones along (see `backlog.rs`).
+    /// So does an ITEM whose sender says another follows at once (`more`:
+    /// a relay whose next item waits on another connection's stream).
     /// On a transport whose writes are messages (NATS) every ITEM waits
     /// for the flusher: a handler's loop of sends then leaves as one DATA
     /// message per burst rather than one per item.
-    pub(crate) fn send_item(&self, id: u32, codec: Codec, payload: &Bytes) -> Result<(), Error> {
+    pub(crate) fn send_item(&self, id: u32, codec: Codec, payload: &Bytes, more: bool) -> Result<(), Error> {
         let head = |b: &mut BytesMut| encode_item_head(b, id, codec, payload.len());
-        let sent =
-            if self.batch_items || self.backlog.pending() { self.writer.push_soon(head, payload) } else { self.writer.push(head, payload) };
+        let soon = more || self.batch_items || self.backlog.pending();
+        let sent = if soon { self.writer.push_soon(head, payload) } else { self.writer.push(head, payload) };
         sent.map_err(|r| Error::unavailable(format!("connection closed: {r}")))
     }
 
