@@ -188,10 +188,7 @@ async fn run_once(reg: &Registry, p: &Arc<ProviderState>, r: &Arc<Replica>, conf
             Err(Some(why)) => return Ended::Died { why, ready: false },
         },
         Launch::Nats(target) => match link(reg, p, r, target).await {
-            Ok((c, at)) => {
-                r.state.lock().unwrap().peer = Some(at);
-                (c, None)
-            }
+            Ok(c) => (c, None),
             Err(ended) => return ended,
         },
     };
@@ -236,12 +233,20 @@ async fn run_once(reg: &Registry, p: &Arc<ProviderState>, r: &Arc<Replica>, conf
 }
 
 /// Opens a link through the cluster: the connection adopted from the
-/// first call of a remote method, else a new one. A remote method that
+/// first call of a remote method, else a new one, and records the replica
+/// it reached as `r`'s peer. A remote method that
 /// nobody offers any more, with no other link ready, ends its pool: its
 /// waiting calls fail `unavailable` at once, the next call asks again.
-async fn link(reg: &Registry, p: &ProviderState, r: &Replica, target: &Target) -> Result<(Connection, String), Ended> {
-    if let Some(c) = r.adopt.lock().unwrap().take() {
-        return Ok(c);
+async fn link(reg: &Registry, p: &ProviderState, r: &Replica, target: &Target) -> Result<Connection, Ended> {
+    {
+        // The peer is recorded before the adopted link leaves `adopt`,
+        // under its lock: a supervisor looking for the replicas taken
+        // (below) sees it in one place or the other, never in neither.
+        let mut adopt = r.adopt.lock().unwrap();
+        if let Some((c, at)) = adopt.take() {
+            r.state.lock().unwrap().peer = Some(at);
+            return Ok(c);
+        }
     }
     let Some(cluster) = reg.cluster.get() else {
         return Err(Ended::Died { why: "not connected to the NATS cluster ([nats])".into(), ready: false });
@@ -261,8 +266,11 @@ async fn link(reg: &Registry, p: &ProviderState, r: &Replica, target: &Target) -
         })
         .collect();
     let why = tokio::select! {
-        r = cluster.open_spread(target, &taken) => match r {
-            Ok(c) => return Ok(c),
+        opened = cluster.open_spread(target, &taken) => match opened {
+            Ok((c, at)) => {
+                r.state.lock().unwrap().peer = Some(at);
+                return Ok(c);
+            }
             Err(LinkError::Failed(why)) => why,
             Err(LinkError::Nobody) => format!("no replica in the cluster offers {}", target.describe()),
         },
