@@ -220,9 +220,15 @@ mod tests {
     /// A connection to `service` over memory whose two ends count their
     /// writes: (client, server, the client's writes, the server's).
     async fn counted(service: impl Service) -> (Connection, Connection, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+        counted_with(service, 64).await
+    }
+
+    /// [`counted`], each end granting `window` items of credit.
+    async fn counted_with(service: impl Service, window: u32) -> (Connection, Connection, Arc<AtomicUsize>, Arc<AtomicUsize>) {
         let (a, b) = memory::pair();
         let (wa, wb) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let (dialer, acceptor) = (ConnectionOptions::new("client"), ConnectionOptions::new("server").service(service));
+        let dialer = ConnectionOptions::new("client").window(window);
+        let acceptor = ConnectionOptions::new("server").window(window).service(service);
         let (c, s) = tokio::join!(Connection::dial(Counted(a, wa.clone()), &dialer), Connection::accept(Counted(b, wb.clone()), &acceptor));
         (c.unwrap(), s.unwrap(), wa, wb)
     }
@@ -275,5 +281,37 @@ mod tests {
         assert_eq!(up.finish().await.unwrap(), N as u32);
         let relayed = to_provider.load(Ordering::Relaxed) - before;
         assert!(relayed <= N / 4, "the REQUEST, {N} items and END left the relay in {relayed} writes");
+    }
+
+    /// Items left to the flusher while the relay then waits for credit
+    /// still go out: with two items of credit on every hop, each run is
+    /// two items, the second waiting for credit that comes back only once
+    /// the far end has them, both ways. (On one thread, so that each
+    /// sender's two items arrive in one read and make a run.)
+    #[tokio::test(flavor = "current_thread")]
+    async fn relayed_items_left_to_the_flusher_go_out_while_the_relay_waits_for_credit() {
+        const N: usize = 200;
+        let run = async {
+            let (onward, _provider, _, _) = counted_with(provider(), 2).await;
+            let relay = Relay { methods: onward.peer().methods.clone(), onward };
+            let (client, _relay, _, _) = counted_with(relay, 2).await;
+            let mut items = client.server_stream::<_, Raw>("burst", &(N as u32), &CallOptions::default()).await.unwrap();
+            for i in 0..N {
+                let Raw(b) = items.next().await.unwrap().expect("an item");
+                assert_eq!(&b[..], &[i as u8; 16][..], "item {i} in order");
+                if i % 7 == 0 {
+                    // A consumer that lags now and then: the relay finds
+                    // its credit spent with items in hand.
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                }
+            }
+            assert!(items.next().await.unwrap().is_none());
+            let up = client.client_stream::<Raw, u32>("count", &CallOptions::default()).await.unwrap();
+            for i in 0..N {
+                up.send(&Raw(Bytes::from(vec![i as u8; 16]))).await.unwrap();
+            }
+            assert_eq!(up.finish().await.unwrap(), N as u32);
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(10), run).await.expect("no relayed item was left behind");
     }
 }

@@ -6,8 +6,10 @@
 //! next (an echo, the bench's pipelined stream), so an ITEM sent while the
 //! backlog is not empty may wait for the background flusher and leave in
 //! the same `sendmsg` as the ones after it (`Writer::push_soon`). The item
-//! that empties the backlog is sent at once and takes the queued ones with
-//! it, so one item in flight is never delayed.
+//! that empties the backlog is not held back: alone, it is written at once,
+//! so one item in flight is never delayed; behind a run already handed to
+//! the background flusher, it joins that run's write (the flusher runs
+//! after the tasks already woken).
 //!
 //! The count is exact, not a hint: the reader counts an item before it
 //! hands it over (and uncounts it if the stream is gone), the stream

@@ -197,10 +197,11 @@ impl Core {
     /// Sends an ITEM. While items that arrived are still waiting for the
     /// application (it will send again at once: an echo, a pipelined
     /// stream), the write is left to the background flusher so that a
-    /// burst leaves in one `sendmsg`; the item that empties the backlog
-    /// writes at once and takes the queued ones along (see `backlog.rs`).
-    /// So does an ITEM whose sender says another follows at once (`more`:
-    /// a relay whose next item waits on another connection's stream).
+    /// burst leaves in few `sendmsg`s; the item that empties the backlog
+    /// is not held back (alone, it is written at once; behind a run it
+    /// joins the run's write: see `backlog.rs`). An ITEM whose sender says
+    /// another follows at once (`more`: a relay whose next item waits on
+    /// another connection's stream) is left to the flusher too.
     /// On a transport whose writes are messages (NATS) every ITEM waits
     /// for the flusher: a handler's loop of sends then leaves as one DATA
     /// message per burst rather than one per item.
