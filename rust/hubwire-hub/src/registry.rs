@@ -185,6 +185,9 @@ pub struct ProviderState {
     pub refusals: Metrics,
     /// Where the next pick starts, so that ties rotate over the pool.
     next: AtomicUsize,
+    /// A NATS pool's links open one at a time (`supervise::link`): each
+    /// then knows the replicas the others reached, and avoids them.
+    pub opening: tokio::sync::Mutex<()>,
 }
 
 impl ProviderState {
@@ -200,6 +203,7 @@ impl ProviderState {
             registered: AtomicBool::new(false),
             refusals: Metrics::default(),
             next: AtomicUsize::new(0),
+            opening: tokio::sync::Mutex::new(()),
             config: c,
         }
     }

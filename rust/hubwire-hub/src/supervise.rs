@@ -256,21 +256,29 @@ async fn link(reg: &Registry, p: &ProviderState, r: &Replica, target: &Target) -
     // fewer. The link the pool's first call opened counts while it waits
     // to be adopted: the pool's supervisors start together, and one that
     // dials before the first has taken it would otherwise avoid nothing.
-    let taken: Vec<String> = p
-        .replicas
-        .iter()
-        .filter(|o| o.index != r.index)
-        .filter_map(|o| {
-            let adopted = o.adopt.lock().unwrap().as_ref().map(|(_, at)| at.clone());
-            adopted.or_else(|| o.state.lock().unwrap().peer.clone())
-        })
-        .collect();
+    // Links open one at a time, each recording its replica before the
+    // next looks: two dialling at once would each avoid what the other
+    // was about to reach, and could both reach it.
+    let open = async {
+        let _turn = p.opening.lock().await;
+        let taken: Vec<String> = p
+            .replicas
+            .iter()
+            .filter(|o| o.index != r.index)
+            .filter_map(|o| {
+                let adopted = o.adopt.lock().unwrap().as_ref().map(|(_, at)| at.clone());
+                adopted.or_else(|| o.state.lock().unwrap().peer.clone())
+            })
+            .collect();
+        let opened = cluster.open_spread(target, &taken).await;
+        if let Ok((_, at)) = &opened {
+            r.state.lock().unwrap().peer = Some(at.clone());
+        }
+        opened
+    };
     let why = tokio::select! {
-        opened = cluster.open_spread(target, &taken) => match opened {
-            Ok((c, at)) => {
-                r.state.lock().unwrap().peer = Some(at);
-                return Ok(c);
-            }
+        opened = open => match opened {
+            Ok((c, _)) => return Ok(c),
             Err(LinkError::Failed(why)) => why,
             Err(LinkError::Nobody) => format!("no replica in the cluster offers {}", target.describe()),
         },

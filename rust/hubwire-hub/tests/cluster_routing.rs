@@ -109,9 +109,14 @@ impl LinkDialer for MemoryCluster {
 /// A hub with no provider of its own that routes to `cluster` with two
 /// links per method, and a client connected to it.
 async fn hub(cluster: &Arc<MemoryCluster>) -> (Arc<Registry>, Connection) {
+    hub_with_links(cluster, 2).await
+}
+
+/// [`hub`] with `links` links per method.
+async fn hub_with_links(cluster: &Arc<MemoryCluster>, links: usize) -> (Arc<Registry>, Connection) {
     let reg = Arc::new(Registry::new(&[], 4096));
     let dialer: Arc<dyn LinkDialer> = cluster.clone();
-    let _ = reg.cluster.set(Arc::new(Cluster::new(dialer, ConnectionOptions::new("hub-a"), 2, 16)));
+    let _ = reg.cluster.set(Arc::new(Cluster::new(dialer, ConnectionOptions::new("hub-a"), links, 16)));
     let limits = HubLimits::default();
     let service = HubService {
         own: Arc::new(Provider::new("hub-a")),
@@ -287,5 +292,22 @@ async fn a_pools_links_reach_different_replicas_when_they_can() {
         let mut peers: Vec<String> = links(&reg, "who").iter().map(|r| r.state.lock().unwrap().peer.clone().unwrap()).collect();
         peers.sort();
         assert_eq!(peers, ["s1", "s2"], "round {round}: both links on one replica");
+    }
+}
+
+/// Three links on three replicas: the two links the pool's supervisors
+/// open themselves dial one at a time, so the second avoids the replica
+/// the first reached (dialling at once, each avoided only the adopted
+/// link's, and they could reach the same one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pools_links_opened_together_reach_different_replicas() {
+    for round in 0..20 {
+        let cluster = MemoryCluster::picking(&["s1", "s2", "s3"], 2);
+        let (reg, client) = hub_with_links(&cluster, 3).await;
+        assert!(who(&client).await.is_ok());
+        until("three links ready", || ready_links(&reg, "who") == 3).await;
+        let mut peers: Vec<String> = links(&reg, "who").iter().map(|r| r.state.lock().unwrap().peer.clone().unwrap()).collect();
+        peers.sort();
+        assert_eq!(peers, ["s1", "s2", "s3"], "round {round}: two links on one replica");
     }
 }
