@@ -118,14 +118,15 @@ impl Cluster {
 
     /// Like [`Cluster::open_link`], but tries a few times more (the
     /// cluster picks at random) while the link reaches a replica in
-    /// `taken`; keeps the last one if every try does.
+    /// `taken`; keeps the last one if every try does, and the one it has
+    /// if a try fails (a link to a taken replica beats none).
     pub async fn open_spread(&self, target: &Target, taken: &[String]) -> Result<(Connection, String), LinkError> {
         let mut last = self.open_link(target).await?;
         for _ in 1..SPREAD_TRIES {
             if !taken.contains(&last.1) {
                 break;
             }
-            let next = self.open_link(target).await?;
+            let Ok(next) = self.open_link(target).await else { break };
             last.0.close();
             last = next;
         }

@@ -31,6 +31,8 @@ const STEP: Duration = Duration::from_secs(10);
 struct Replica {
     name: String,
     alive: AtomicBool,
+    /// Picked, but its links fail at once (a replica that does not answer).
+    broken: AtomicBool,
     links: Mutex<Vec<Connection>>,
 }
 
@@ -54,7 +56,10 @@ impl MemoryCluster {
     fn picking(names: &[&str], repeat: usize) -> Arc<MemoryCluster> {
         let replicas = names
             .iter()
-            .map(|n| Arc::new(Replica { name: n.to_string(), alive: AtomicBool::new(true), links: Mutex::default() }))
+            .map(|n| {
+                let (alive, broken) = (AtomicBool::new(true), AtomicBool::new(false));
+                Arc::new(Replica { name: n.to_string(), alive, broken, links: Mutex::default() })
+            })
             .collect();
         Arc::new(MemoryCluster { replicas, next: AtomicUsize::new(0), repeat, opened: AtomicUsize::new(0) })
     }
@@ -92,6 +97,9 @@ impl LinkDialer for MemoryCluster {
                 return Err(io::Error::new(io::ErrorKind::NotFound, format!("no responders for {}", target.describe())));
             }
             let r = alive[self.next.fetch_add(1, Ordering::Relaxed) / self.repeat % alive.len()].clone();
+            if r.broken.load(Ordering::SeqCst) {
+                return Err(io::Error::new(io::ErrorKind::ConnectionRefused, format!("{} does not answer", r.name)));
+            }
             let (ours, theirs) = memory::pair();
             let opts = ConnectionOptions::new(r.name.clone()).service(provider(&r.name));
             self.opened.fetch_add(1, Ordering::Relaxed);
@@ -310,4 +318,20 @@ async fn a_pools_links_opened_together_reach_different_replicas() {
         peers.sort();
         assert_eq!(peers, ["s1", "s2", "s3"], "round {round}: two links on one replica");
     }
+}
+
+/// A new link that reached a taken replica keeps it when its next try
+/// fails: s2 is picked but never answers, and the cluster picks each
+/// replica twice in a row, so the second link's tries go s1 (taken), s2
+/// (failed). It used to drop the link to s1 with the failure, and every
+/// later attempt went the same way: the pool never had its second link.
+#[tokio::test]
+async fn a_link_to_a_taken_replica_is_kept_when_the_next_try_fails() {
+    let cluster = MemoryCluster::picking(&["s1", "s2"], 2);
+    cluster.replicas[1].broken.store(true, Ordering::SeqCst);
+    let (reg, client) = hub(&cluster).await;
+    assert_eq!(who(&client).await.unwrap(), "s1");
+    until("both links ready", || ready_links(&reg, "who") == 2).await;
+    let peers: Vec<String> = links(&reg, "who").iter().map(|r| r.state.lock().unwrap().peer.clone().unwrap()).collect();
+    assert_eq!(peers, ["s1", "s1"]);
 }
