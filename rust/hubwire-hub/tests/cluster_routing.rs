@@ -292,14 +292,21 @@ async fn the_count_of_routed_calls_returns_to_zero_however_a_call_ends() {
 /// together, on several workers).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pools_links_reach_different_replicas_when_they_can() {
+    links_spread_over(&["s1", "s2"]).await;
+}
+
+/// Twenty rounds of a fresh pool with a link per replica of `names`, on a
+/// cluster that picks each replica twice in a row: every link must reach
+/// a replica of its own.
+async fn links_spread_over(names: &[&str]) {
     for round in 0..20 {
-        let cluster = MemoryCluster::picking(&["s1", "s2"], 2);
-        let (reg, client) = hub(&cluster).await;
+        let cluster = MemoryCluster::picking(names, 2);
+        let (reg, client) = hub_with_links(&cluster, names.len()).await;
         assert!(who(&client).await.is_ok());
-        until("both links ready", || ready_links(&reg, "who") == 2).await;
+        until("every link ready", || ready_links(&reg, "who") == names.len()).await;
         let mut peers: Vec<String> = links(&reg, "who").iter().map(|r| r.state.lock().unwrap().peer.clone().unwrap()).collect();
         peers.sort();
-        assert_eq!(peers, ["s1", "s2"], "round {round}: both links on one replica");
+        assert_eq!(peers, names, "round {round}: two links on one replica");
     }
 }
 
@@ -309,15 +316,7 @@ async fn a_pools_links_reach_different_replicas_when_they_can() {
 /// link's, and they could reach the same one).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pools_links_opened_together_reach_different_replicas() {
-    for round in 0..20 {
-        let cluster = MemoryCluster::picking(&["s1", "s2", "s3"], 2);
-        let (reg, client) = hub_with_links(&cluster, 3).await;
-        assert!(who(&client).await.is_ok());
-        until("three links ready", || ready_links(&reg, "who") == 3).await;
-        let mut peers: Vec<String> = links(&reg, "who").iter().map(|r| r.state.lock().unwrap().peer.clone().unwrap()).collect();
-        peers.sort();
-        assert_eq!(peers, ["s1", "s2", "s3"], "round {round}: two links on one replica");
-    }
+    links_spread_over(&["s1", "s2", "s3"]).await;
 }
 
 /// A new link that reached a taken replica keeps it when its next try
