@@ -126,8 +126,8 @@ async fn relay_inputs(
             },
         };
         // Another item in hand: this one may wait for it, so that a run
-        // leaves in one write (the onward connection cannot tell: the run
-        // waits on the caller's connection).
+        // leaves in a few writes (the onward connection cannot tell: the
+        // run waits on the caller's connection).
         let more = !held.as_slice().is_empty() || items.has_more();
         if let Err(e) = up.send_then(&p, more).await {
             return if e.code() == Code::Cancelled { Ok(()) } else { Err(e) };

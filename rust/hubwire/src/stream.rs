@@ -147,8 +147,8 @@ impl<T: Message> ItemSink<T> {
 
     /// [`ItemSink::send`], told whether the caller has another item in
     /// hand to send right after this one (`more`): the write is then left
-    /// to the connection's background flusher, so that a run leaves in one
-    /// write. A relay knows this where the connection cannot: the items
+    /// to the connection's background flusher, so that a run leaves in a
+    /// few writes rather than one each. A relay knows this where the connection cannot: the items
     /// it passes on wait on another connection (`relay.rs`).
     pub(crate) async fn send_then(&self, item: &T, more: bool) -> Result<(), Error> {
         let codec = item.codec_of().unwrap_or(self.codec);
